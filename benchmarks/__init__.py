@@ -1,0 +1,1 @@
+"""Benchmarks: cstorch vs eager torch and hand-written JAX, measured side by side."""

@@ -1,0 +1,22 @@
+"""cstorch: the Cerebras PyTorch API (`import cerebras.pytorch as cstorch`) on XLA.
+
+The CSX backend (alias "XLA") captures the whole training step once, lowers it to
+jax.numpy and runs it as one immutable XLA executable; the CPU/GPU backends run the
+same script as eager PyTorch.
+"""
+from . import distributed, optim, utils
+from ._version import __version__
+from ._backend import Backend, BackendType, backend, current_backend, current_torch_device, use_cs
+from .checkpoint import load, save
+from .closures import checkpoint_closure, step_closure
+from .compile import compile
+from .trace import compile_step, trace
+from .utils.data import current_executor
+from cstorch_jax import CstorchError, MaterializationError, StaticGraphError, UnsupportedOpError
+
+__all__ = [
+    "__version__", "backend", "Backend", "BackendType", "current_backend", "current_torch_device", "use_cs",
+    "compile", "trace", "compile_step", "step_closure", "checkpoint_closure", "save", "load", "current_executor",
+    "optim", "utils", "distributed", "CstorchError", "StaticGraphError", "MaterializationError",
+    "UnsupportedOpError",
+]

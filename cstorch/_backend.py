@@ -1,0 +1,201 @@
+"""Backends: CSX (alias XLA) runs the compiled wafer executable; CPU/GPU run eager torch.
+
+One backend per process, as on the real system.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import warnings
+from typing import Optional
+
+import torch
+
+from .distributed.cluster_config import ClusterConfig
+
+
+class BackendType(enum.Enum):
+    CPU = "CPU"
+    GPU = "GPU"
+    CSX = "CSX"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self is BackendType.CPU
+
+    @property
+    def is_gpu(self) -> bool:
+        return self is BackendType.GPU
+
+    @property
+    def is_csx(self) -> bool:
+        return self is BackendType.CSX
+
+    @classmethod
+    def from_str(cls, s: str) -> "BackendType":
+        key = str(s).upper()
+        if key == "XLA":
+            return cls.CSX
+        try:
+            return cls[key]
+        except KeyError:
+            raise ValueError(
+                f"Invalid Cerebras PyTorch backend type specified: {s!r}. Expected one of "
+                f"{[t.name for t in cls] + ['XLA']} (case-insensitive)."
+            ) from None
+
+
+class Backend:
+    """The active backend: device, registered models and the run machinery."""
+
+    def __init__(self, backend_type: BackendType, artifact_dir: Optional[str] = None,
+                 cluster_config: Optional[ClusterConfig] = None, compile_only: bool = False,
+                 validate_only: bool = False, compile_dir: str = "cached_compile"):
+        from .runtime import RunState
+
+        self.backend_type = backend_type
+        default_dir = "./cerebras_logs" if backend_type.is_csx else "./"
+        self.artifact_dir = os.path.abspath(artifact_dir or default_dir)
+        self.cluster_config = cluster_config if backend_type.is_csx else None
+        self.compile_dir = compile_dir
+        self.compile_only = compile_only
+        self.validate_only = validate_only
+        self.models: list[torch.nn.Module] = []
+        self.run = RunState(self)
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("cuda") if self.backend_type.is_gpu else torch.device("cpu")
+
+    @property
+    def device(self) -> torch.device:
+        return self.torch_device
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.backend_type.is_cpu
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.backend_type.is_gpu
+
+    @property
+    def is_csx(self) -> bool:
+        return self.backend_type.is_csx
+
+    @property
+    def is_tracing(self) -> bool:
+        return self.run.capturing is not None
+
+    @property
+    def is_e2e_execution(self) -> bool:
+        return not (self.compile_only or self.validate_only)
+
+    def to_cpu(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.to("cpu")
+
+    def register_model(self, model: torch.nn.Module) -> None:
+        if not any(m is model for m in self.models):
+            self.models.append(model)
+
+    def __repr__(self) -> str:
+        return f"Backend({self.backend_type.name})"
+
+
+_BACKEND: Optional[Backend] = None
+
+
+def _make(backend_type: BackendType, args, kwargs) -> Backend:
+    if backend_type.is_cpu:
+        if "mixed_precision" in kwargs:
+            raise ValueError("The CPU backend does not take mixed_precision=; use cstorch.amp.autocast() instead.")
+        names = ["artifact_dir"]
+    elif backend_type.is_gpu:
+        if not torch.cuda.is_available():
+            raise RuntimeError("The GPU backend needs a CUDA device and a CUDA build of torch; none is available.")
+        names = ["artifact_dir", "enable_distributed", "main_process_id", "dist_backend", "init_method",
+                 "sync_batchnorm"]
+    else:
+        names = ["artifact_dir", "compile_dir", "compile_only", "validate_only", "cluster_config"]
+    if len(args) > len(names):
+        raise TypeError(f"{backend_type.name} backend takes at most {len(names)} positional arguments")
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise TypeError(f"{backend_type.name} backend got an unexpected keyword argument {k!r}")
+        if k in given:
+            raise TypeError(f"{backend_type.name} backend got multiple values for argument {k!r}")
+        given[k] = v
+    if backend_type.is_gpu:
+        unsupported = {k: v for k, v in given.items() if k != "artifact_dir" and v not in (None, False, 0, "nccl")}
+        if unsupported:
+            raise NotImplementedError(f"GPU backend options not supported yet: {sorted(unsupported)}")
+        return Backend(backend_type, given.get("artifact_dir"))
+    if backend_type.is_csx:
+        cfg = given.get("cluster_config") or ClusterConfig()
+        if not isinstance(cfg, ClusterConfig):
+            raise TypeError(f"cluster_config must be a cstorch.distributed.ClusterConfig, got {type(cfg).__name__}")
+        if cfg.num_csx <= 0:
+            raise ValueError(f"ClusterConfig.num_csx must be >= 1 on the CSX backend, got {cfg.num_csx}")
+        if cfg.num_csx > 1:
+            raise NotImplementedError(
+                f"num_csx={cfg.num_csx}: data parallelism over several devices is not implemented yet; use num_csx=1."
+            )
+        return Backend(backend_type, given.get("artifact_dir"), cluster_config=cfg,
+                       compile_only=bool(given.get("compile_only", False)),
+                       validate_only=bool(given.get("validate_only", False)),
+                       compile_dir=given.get("compile_dir", "cached_compile"))
+    return Backend(backend_type, given.get("artifact_dir"))
+
+
+def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
+    """With no arguments: the current backend (or None). With a type ("CSX"/"XLA",
+    "CPU", "GPU" or a BackendType): create the process's one backend."""
+    global _BACKEND
+    if backend_type is None:
+        if args or kwargs:
+            raise TypeError("cstorch.backend() got arguments but no backend_type; pass the backend type first.")
+        return _BACKEND
+    if isinstance(backend_type, str):
+        backend_type = BackendType.from_str(backend_type)
+    elif not isinstance(backend_type, BackendType):
+        raise TypeError(f"backend_type must be a str or BackendType, got {type(backend_type).__name__}")
+    if _BACKEND is not None:
+        raise RuntimeError(
+            f"Cannot instantiate multiple backends. A backend with type {_BACKEND.backend_type.name} has already "
+            f"been instantiated. Use cstorch.backend() to access the existing backend, or "
+            f"cstorch.backend().torch_device for its device."
+        )
+    _BACKEND = _make(backend_type, args, kwargs)
+    return _BACKEND
+
+
+def current_backend(raise_exception: bool = True, raise_warning: bool = True) -> Optional[Backend]:
+    """Deprecated: use cstorch.backend()."""
+    if raise_warning:
+        warnings.warn("cstorch.current_backend() is deprecated; use cstorch.backend()", DeprecationWarning,
+                      stacklevel=2)
+    if _BACKEND is None and raise_exception:
+        raise RuntimeError("No active Cerebras backend found. Create one first with cstorch.backend(...).")
+    return _BACKEND
+
+
+def current_backend_impl() -> Backend:
+    """The current backend, creating the default CPU backend if none exists."""
+    return _BACKEND if _BACKEND is not None else backend("CPU")
+
+
+def current_torch_device() -> torch.device:
+    return _BACKEND.torch_device if _BACKEND is not None else torch.device("cpu")
+
+
+def use_cs() -> bool:
+    return _BACKEND is not None and _BACKEND.is_csx
+
+
+def _reset_backend() -> None:
+    """Forget the process's backend (for tests and notebooks that start over)."""
+    global _BACKEND
+    if _BACKEND is not None:
+        _BACKEND.run.abandon()
+    _BACKEND = None

@@ -1,0 +1,43 @@
+"""`@step_closure` and `@checkpoint_closure`: host code that runs on a step's
+materialised values, after the step's compute."""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from . import _backend
+
+
+def step_closure(fn: Callable) -> Callable:
+    """Calling the decorated function queues it with its (snapshotted) arguments; it
+    runs after the step with plain host tensors. Called inside a traced CSX step, it
+    repeats every step with that step's values. With no backend it runs at once."""
+
+    @functools.wraps(fn)
+    def closure(*args, **kwargs):
+        b = _backend.backend()
+        if b is None:
+            return fn(*args, **kwargs)
+        b.run.queue(fn, args, kwargs, checkpoint=False)
+
+    closure.is_step_closure = True
+    return closure
+
+
+def checkpoint_closure(fn: Callable) -> Callable:
+    """A step closure that runs only on checkpoint steps of the active DataExecutor,
+    after the model and optimizer tensors have been updated with that step's values."""
+
+    @functools.wraps(fn)
+    def closure(*args, **kwargs):
+        b = _backend.backend()
+        if b is None:
+            raise RuntimeError(
+                "Cannot fetch a checkpoint outside of an execution context. Please make all calls to any "
+                "checkpoint closures inside the training loop."
+            )
+        b.run.queue(fn, args, kwargs, checkpoint=True)
+
+    closure.is_step_closure = True
+    closure.is_checkpoint_closure = True
+    return closure

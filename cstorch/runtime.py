@@ -1,0 +1,153 @@
+"""The run lifecycle of a backend: active executors, the step-closure queue and, on
+CSX, the device-resident state.
+
+Closure timing. On CPU/GPU the closures of step k run at the end of step k. On CSX a
+step call only dispatches work, so running step k's closures at once would wait for
+step k and leave the device idle; instead, the end of step k runs the closures of the
+steps before k (already finished, or nearly), which keeps one step in flight. Order is
+always preserved. A checkpoint step, the last step and the end of a run flush every
+pending closure; checkpoint closures first copy the device state into the torch
+tensors so `model.state_dict()` reads that step's values.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+import torch.utils._pytree as pytree
+
+from cstorch_jax import DeferredTensor, DeviceState, materialize
+
+log = logging.getLogger("cstorch")
+
+
+@dataclass
+class PendingClosure:
+    step: Optional[int]
+    fn: Callable
+    args: tuple
+    kwargs: dict
+    checkpoint: bool
+
+
+def _snapshot(x):
+    """Closure arguments are values at queue time: plain tensors are cloned."""
+    if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor):
+        return x.detach().clone()
+    return x
+
+
+class ClosureRecorder:
+    """Collects the step closures called while a CSX step is captured; their tensor
+    arguments become extra outputs of the executable."""
+
+    def __init__(self):
+        self.records: list[tuple] = []
+        self.tensors: list[torch.Tensor] = []
+
+    def record(self, fn, args, kwargs, checkpoint: bool) -> None:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        slots = []
+        for x in leaves:
+            if isinstance(x, torch.Tensor):
+                slots.append(len(self.tensors))
+                self.tensors.append(x.detach().clone())
+            else:
+                slots.append(None)
+        self.records.append((fn, spec, leaves, slots, checkpoint))
+
+    def replay(self, run: "RunState", outputs: list) -> None:
+        """Queue every recorded closure with this step's output values."""
+        for fn, spec, leaves, slots, checkpoint in self.records:
+            vals = [leaf if s is None else outputs[s] for leaf, s in zip(leaves, slots)]
+            args, kwargs = pytree.tree_unflatten(vals, spec)
+            run.queue(fn, args, kwargs, checkpoint=checkpoint)
+
+
+class RunState:
+    def __init__(self, backend):
+        self.backend = backend
+        self.executors: list = []
+        self.pending: list[PendingClosure] = []
+        self.capturing: Optional[ClosureRecorder] = None
+        self.run_id = 0
+        self._device_state: Optional[DeviceState] = None
+
+    @property
+    def device_state(self) -> DeviceState:
+        if self._device_state is None:
+            self._device_state = DeviceState(seed=torch.initial_seed() % (2**32))
+        return self._device_state
+
+    @property
+    def executor(self):
+        return self.executors[-1] if self.executors else None
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self, executor) -> None:
+        self.executors.append(executor)
+        self.run_id += 1
+        if self._device_state is not None:
+            self._device_state.reset()  # host tensors are the truth between runs
+        self._run(lambda p: p.step is None)  # closures queued before the run
+
+    def batch_end(self, executor) -> None:
+        k = executor.iteration
+        if not self.backend.is_csx or executor.on_final_iteration or any(p.checkpoint for p in self.pending):
+            self._run(lambda p: True)
+        else:
+            self._run(lambda p: p.step is None or p.step < k)
+
+    def end(self, executor, failed: bool) -> None:
+        try:
+            if failed:
+                self.pending.clear()
+            else:
+                self._run(lambda p: True)
+        finally:
+            if self._device_state is not None:
+                self._device_state.reset()
+            if self.executors and self.executors[-1] is executor:
+                self.executors.pop()
+
+    def abandon(self) -> None:
+        self.pending.clear()
+        self.executors.clear()
+        self._device_state = None
+
+    # -- closures -------------------------------------------------------------------
+    def queue(self, fn: Callable, args: tuple, kwargs: dict, checkpoint: bool = False) -> None:
+        if self.capturing is not None:
+            self.capturing.record(fn, args, kwargs, checkpoint)
+            return
+        ex = self.executor
+        if checkpoint:
+            if ex is None:
+                raise RuntimeError(
+                    "Cannot fetch a checkpoint outside of an execution context. Please make all calls to any "
+                    "checkpoint closures inside the training loop (inside `for batch in DataExecutor(...)`)."
+                )
+            if not ex.is_checkpoint_step:
+                log.debug("skipping checkpoint closure %s on step %d", getattr(fn, "__name__", fn), ex.iteration)
+                return
+        args, kwargs = pytree.tree_map(_snapshot, (args, kwargs))
+        self.pending.append(PendingClosure(ex.iteration if ex is not None else None, fn, args, kwargs, checkpoint))
+
+    def _run(self, due: Callable[[PendingClosure], bool]) -> None:
+        ready = [p for p in self.pending if due(p)]
+        self.pending = [p for p in self.pending if not due(p)]
+        for p in ready:
+            if p.checkpoint and self._device_state is not None:
+                self._device_state.sync_to_host()
+            args, kwargs = materialize((p.args, p.kwargs))
+            p.fn(*args, **kwargs)
+
+    def sync_state_to_host(self) -> None:
+        if self._device_state is not None:
+            self._device_state.sync_to_host()
+
+
+def wrap_outputs(arrays: list, specs) -> list[Any]:
+    return [DeferredTensor(a, s.dtype) for a, s in zip(arrays, specs)]

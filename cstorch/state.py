@@ -1,0 +1,130 @@
+"""The state a traced step may touch, and how it is bound to traced tensors.
+
+State tensors are the compiled models' parameters and buffers and every tensor in the
+cstorch optimizers' state and param groups, each counted once (tied weights share one
+entry). Optimizer hyper-parameters named in `Optimizer.TENSOR_HYPERPARAMS` (the
+learning rate, weight decay) that are Python numbers become per-step scalar inputs,
+read from the param group at every call, so changing them never changes the graph.
+Every other hyper-parameter is frozen into the graph; changing it later is an error.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+from torch.nn.utils.stateless import _reparametrize_module
+
+
+class StepState:
+    def __init__(self, models: list[torch.nn.Module], optimizers: list):
+        self.models = list(models)
+        self.optimizers = list(optimizers)
+        self.names: list[str] = []
+        self.tensors: list[torch.Tensor] = []
+        seen: dict[int, int] = {}
+
+        def add(name: str, t: torch.Tensor) -> None:
+            if id(t) not in seen:
+                seen[id(t)] = len(self.tensors)
+                self.names.append(name)
+                self.tensors.append(t)
+
+        for mi, model in enumerate(self.models):
+            prefix = "model" if len(self.models) == 1 else f"model{mi}"
+            for n, p in model.named_parameters():
+                add(f"{prefix}.{n}", p)
+            for n, b in model.named_buffers():
+                add(f"{prefix}.{n}", b)
+        self.scalar_names: list[str] = []
+        self._scalar_slots: list[tuple[int, int, str]] = []
+        for oi, opt in enumerate(self.optimizers):
+            index = {id(p): i for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
+            for gi, group in enumerate(opt.param_groups):
+                for p in group["params"]:
+                    add(f"optimizer{oi}.param{index[id(p)]}", p)
+                for key in opt.TENSOR_HYPERPARAMS:
+                    v = group.get(key)
+                    if isinstance(v, torch.Tensor):
+                        add(f"optimizer{oi}.param_groups.{gi}.{key}", v)
+                    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                        self.scalar_names.append(f"optimizer{oi}.param_groups.{gi}.{key}")
+                        self._scalar_slots.append((oi, gi, key))
+            for p, st in opt.state.items():
+                for k, v in st.items():
+                    if isinstance(v, torch.Tensor):
+                        add(f"optimizer{oi}.state.{index.get(id(p), '?')}.{k}", v)
+        self._index = seen
+
+    # -- per-step values ----------------------------------------------------------
+    def scalars(self) -> list[torch.Tensor]:
+        """The lifted hyper-parameters' current values as float32 0-d tensors."""
+        return [
+            torch.tensor(float(self.optimizers[oi].param_groups[gi][key]), dtype=torch.float32)
+            for oi, gi, key in self._scalar_slots
+        ]
+
+    def frozen(self) -> dict[str, object]:
+        """Everything the graph was specialised on that is not a tensor input."""
+        out: dict[str, object] = {}
+        for mi, model in enumerate(self.models):
+            for n, m in model.named_modules():
+                out[f"model{mi}.{n or '<root>'}.training"] = m.training
+        lifted = set(self._scalar_slots)
+        for oi, opt in enumerate(self.optimizers):
+            for gi, group in enumerate(opt.param_groups):
+                for k, v in group.items():
+                    if k == "params" or (oi, gi, k) in lifted or isinstance(v, torch.Tensor):
+                        continue
+                    out[f"optimizer{oi}.param_groups[{gi}][{k!r}]"] = repr(v)
+        return out
+
+    # -- capture ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def bind(self, traced: list[torch.Tensor], traced_scalars: list[torch.Tensor]) -> Iterator[None]:
+        """Within the block, the models and optimizers read the traced tensors."""
+        sub = {id(t): tr for t, tr in zip(self.tensors, traced)}
+        with contextlib.ExitStack() as stack:
+            for model in self.models:
+                mapping = {n: sub[id(p)] for n, p in model.named_parameters()}
+                mapping.update({n: sub[id(b)] for n, b in model.named_buffers()})
+                stack.enter_context(_reparametrize_module(model, mapping, tie_weights=True))
+            for opt in self.optimizers:
+                stack.enter_context(_bind_optimizer(opt, sub))
+            for (oi, gi, key), value in zip(self._scalar_slots, traced_scalars):
+                stack.enter_context(_swap_item(self.optimizers[oi].param_groups[gi], key, value))
+            yield
+
+
+@contextlib.contextmanager
+def _swap_item(d: dict, key, value):
+    old = d[key]
+    d[key] = value
+    try:
+        yield
+    finally:
+        d[key] = old
+
+
+@contextlib.contextmanager
+def _bind_optimizer(opt, sub: dict[int, torch.Tensor]):
+    saved_params = [g["params"] for g in opt.param_groups]
+    saved_tensors = [{k: g[k] for k in opt.TENSOR_HYPERPARAMS if isinstance(g.get(k), torch.Tensor)}
+                     for g in opt.param_groups]
+    saved_state = opt.state
+    try:
+        for g in opt.param_groups:
+            g["params"] = [sub[id(p)] for p in g["params"]]
+            for k in opt.TENSOR_HYPERPARAMS:
+                if isinstance(g.get(k), torch.Tensor):
+                    g[k] = sub[id(g[k])]
+        new_state = type(saved_state)(dict) if hasattr(saved_state, "default_factory") else {}
+        for p, st in saved_state.items():
+            new_state[sub[id(p)]] = {k: sub[id(v)] if isinstance(v, torch.Tensor) else v for k, v in st.items()}
+        opt.state = new_state
+        yield
+    finally:
+        opt.state = saved_state
+        for g, params, tensors in zip(opt.param_groups, saved_params, saved_tensors):
+            g["params"] = params
+            g.update(tensors)

@@ -1,0 +1,173 @@
+"""`@cstorch.trace`: the training/eval step.
+
+CPU/GPU: the body runs eagerly on every call. CSX: the first call captures the whole
+step (forward, backward, optimizer update, closures) into one graph and compiles it
+into one immutable XLA executable; every later call only converts the batch and
+replays that executable, returning at once with deferred outputs. The Python body
+never runs again: anything that would change the graph (another batch shape or
+dtype, another non-tensor argument, a changed frozen hyper-parameter, train/eval
+mode) is a StaticGraphError that names it.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Callable, Optional
+
+import torch
+import torch.utils._pytree as pytree
+
+import cstorch_jax
+from cstorch_jax import Executable, StaticGraphError, TensorSpec
+
+from . import _backend
+from .runtime import ClosureRecorder, wrap_outputs
+from .state import StepState
+
+
+def _leaf_names(args, kwargs) -> list[str]:
+    paths = pytree.tree_flatten_with_path((args, kwargs))[0]
+    names = []
+    for path, _ in paths:
+        where, rest = path[0], path[1:]
+        head = "argument" if where.idx == 0 else "keyword argument"
+        names.append(f"{head} {pytree.keystr(rest)}" if rest else head)
+    return names
+
+
+class _Program:
+    """The compiled CSX step and everything needed to replay it."""
+
+    def __init__(self, executable: Executable, state: StepState, in_spec, static_leaves: list,
+                 frozen: dict, out_spec, out_static: list, n_user_outputs: int, recorder: ClosureRecorder,
+                 trace_seconds: float):
+        self.executable = executable
+        self.state = state
+        self.in_spec = in_spec
+        self.static_leaves = static_leaves
+        self.frozen = frozen
+        self.out_spec = out_spec
+        self.out_static = out_static
+        self.n_user_outputs = n_user_outputs
+        self.recorder = recorder
+        self.trace_seconds = trace_seconds
+        captured = executable.captured
+        self.mutated = captured.mutated
+        self.kept = executable.kept
+
+
+class TracedStep:
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.program: Optional[_Program] = None
+        functools.update_wrapper(self, fn)
+
+    # -- public -------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        b = _backend.backend()
+        if b is None or not b.is_csx:
+            return self.fn(*args, **kwargs)
+        if b.run.executor is None:
+            raise RuntimeError(
+                "Detected that a data executor was not used. Please wrap your dataloader in a Cerebras "
+                "DataExecutor: `for batch in cstorch.utils.data.DataExecutor(loader, num_steps=...)`."
+            )
+        if self.program is None:
+            self.program = self._compile(b, args, kwargs)
+        return self._run(b, self.program, args, kwargs)
+
+    @property
+    def executable(self) -> Optional[Executable]:
+        return self.program.executable if self.program is not None else None
+
+    # -- CSX ----------------------------------------------------------------------
+    def _compile(self, b, args, kwargs) -> _Program:
+        from .optim.optimizer import live_optimizers
+
+        t0 = time.perf_counter()
+        state = StepState(b.models, live_optimizers())
+        leaves, in_spec = pytree.tree_flatten((args, kwargs))
+        tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        static_leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+        n_scalars = len(state.scalar_names)
+        recorder = ClosureRecorder()
+        out_info: dict[str, Any] = {}
+
+        def step(traced_state, traced_batch):
+            batch, scalars = traced_batch[: len(tensor_pos)], traced_batch[len(tensor_pos):]
+            full = list(leaves)
+            for pos, t in zip(tensor_pos, batch):
+                full[pos] = t
+            a, kw = pytree.tree_unflatten(full, in_spec)
+            b.run.capturing = recorder
+            try:
+                with state.bind(traced_state, scalars):
+                    result = self.fn(*a, **kw)
+            finally:
+                b.run.capturing = None
+            out_leaves, out_info["spec"] = pytree.tree_flatten(result)
+            out_info["static"] = [None if isinstance(o, torch.Tensor) else o for o in out_leaves]
+            user = [o for o in out_leaves if isinstance(o, torch.Tensor)]
+            out_info["n_user"] = len(user)
+            return [*user, *recorder.tensors]
+
+        batch = [leaves[i] for i in tensor_pos] + state.scalars()
+        captured = cstorch_jax.capture(step, state.tensors, batch)
+        trace_seconds = time.perf_counter() - t0
+        names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
+        names += [f"hyper-parameter {n}" for n in state.scalar_names]
+        executable = Executable(captured, names)
+        return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
+                        out_info["static"], out_info["n_user"], recorder, trace_seconds)
+
+    def _check_static(self, prog: _Program, leaves, in_spec, args, kwargs) -> None:
+        if in_spec != prog.in_spec:
+            raise StaticGraphError(
+                f"the step was compiled for arguments structured as {prog.in_spec} and is now called with "
+                f"{in_spec}; every call of a compiled step must pass the same structure."
+            )
+        names = _leaf_names(args, kwargs)
+        for name, got, want in zip(names, leaves, prog.static_leaves):
+            if want is None:
+                if not isinstance(got, torch.Tensor):
+                    raise StaticGraphError(f"{name} was a tensor when the step was compiled and is now {got!r}")
+            elif isinstance(got, torch.Tensor) or got != want:
+                raise StaticGraphError(
+                    f"{name} was {want!r} when the step was compiled and is now {got!r}. Python values are "
+                    f"frozen into the compiled graph; pass a tensor instead if it must change between steps."
+                )
+        now = prog.state.frozen()
+        for key, want in prog.frozen.items():
+            if now.get(key) != want:
+                raise StaticGraphError(
+                    f"{key} was {want} when the step was compiled and is now {now.get(key)}. It is frozen into "
+                    f"the compiled graph, so it cannot change during a run."
+                )
+
+    def _run(self, b, prog: _Program, args, kwargs):
+        leaves, in_spec = pytree.tree_flatten((args, kwargs))
+        self._check_static(prog, leaves, in_spec, args, kwargs)
+        batch = [x for x in leaves if isinstance(x, torch.Tensor)] + prog.state.scalars()
+        prog.executable.check_batch([TensorSpec.of(t) for t in batch])
+        ds = b.run.device_state
+        captured = prog.executable.captured
+        arrays = ds.arrays(prog.state.tensors, captured.state_specs, prog.state.names)
+        batch_arrays = [cstorch_jax.dtypes.to_jax(t, n) for t, n in zip(batch, prog.executable.batch_names)]
+        new_mut, outs, ds.rng_key = prog.executable(
+            [arrays[i] for i in prog.mutated], [arrays[i] for i in prog.kept], batch_arrays, ds.rng_key
+        )
+        ds.update([prog.state.tensors[i] for i in prog.mutated], new_mut)
+        deferred = wrap_outputs(list(outs), captured.output_specs)
+        user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]
+        prog.recorder.replay(b.run, closure_values)
+        it = iter(user)
+        out_leaves = [next(it) if s is None else s for s in prog.out_static]
+        return pytree.tree_unflatten(out_leaves, prog.out_spec)
+
+
+def trace(step_fn: Callable) -> TracedStep:
+    """Decorate the function that runs one training or evaluation step."""
+    return TracedStep(step_fn)
+
+
+compile_step = trace

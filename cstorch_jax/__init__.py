@@ -1,0 +1,24 @@
+"""cstorch's engine: capture a torch step as one pure core-ATen graph, lower it to
+jax.numpy, compile it with XLA into one immutable executable, and run it.
+
+Knows torch and jax; knows nothing of the `cstorch` facade."""
+from . import optim  # noqa: F401  (registers the optimizer ops and their lowerings)
+from .async_tensor import DeferredTensor, materialize
+from .capture import CapturedGraph, TensorSpec, capture
+from .errors import (
+    CaptureError,
+    CstorchError,
+    MaterializationError,
+    StaticGraphError,
+    UnsupportedDTypeError,
+    UnsupportedOpError,
+)
+from .executable import Executable
+from .jit import JitFunction, jit
+from .runtime import DeviceState
+
+__all__ = [
+    "jit", "JitFunction", "capture", "CapturedGraph", "TensorSpec", "Executable",
+    "DeferredTensor", "materialize", "DeviceState", "CstorchError", "StaticGraphError", "MaterializationError",
+    "UnsupportedOpError", "UnsupportedDTypeError", "CaptureError",
+]

@@ -1,0 +1,231 @@
+"""Capture a torch step as one pure core-ATen graph.
+
+`capture(fn, state, batch)` traces `fn(state, batch) -> outputs` once on fake tensors:
+
+1. pass 1: `make_fx` with autograd running, so `loss.backward()`, `.grad`, `no_grad`
+   and in-place optimizer updates are recorded as plain ATen ops. The Python dispatcher
+   is on (as in AOTAutograd) so that `native_batch_norm` becomes the correctly
+   schema'd `_native_batch_norm_legit` and its running-stat updates are not lost;
+   scaled-dot-product attention is forced to its MATH form, whose core-ATen
+   decomposition keeps gradients right (the CPU flash kernel's does not).
+2. pass 2: functionalize (every mutation and view becomes a pure op) and decompose
+   to core ATen.
+
+The result's graph takes `(*state, *batch)` and returns
+`(*new values of the mutated state, *outputs)`; state that the step does not change is
+not returned, so the executable neither copies nor donates it.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import operator
+import sys
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from torch._decomp import core_aten_decompositions
+from torch._dispatch.python import enable_python_dispatcher
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch._subclasses.fake_tensor import is_fake
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .errors import CaptureError, MaterializationError
+
+aten = torch.ops.aten
+
+_READ_HINT = (
+    "The values of tensors inside a captured step exist only when the compiled step "
+    "runs, so Python cannot read them while the step is traced (.item(), print, "
+    "float(t), `if t:`, .tolist(), .numpy()). Use tensor ops instead (torch.where for "
+    "conditionals), or hand the tensor to a @cstorch.step_closure (or return it from "
+    "the step) and read it there."
+)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of one tensor input or output."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> "TensorSpec":
+        return cls(tuple(int(s) for s in t.shape), t.dtype)
+
+    def __str__(self) -> str:
+        return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)}"
+
+
+@dataclass
+class CapturedGraph:
+    """A pure core-ATen graph of one step and the meaning of its inputs and outputs."""
+
+    module: torch.fx.GraphModule
+    state_specs: tuple[TensorSpec, ...]
+    batch_specs: tuple[TensorSpec, ...]
+    output_specs: tuple[TensorSpec, ...]
+    mutated: tuple[int, ...]  # indices of the state inputs whose new values are returned first
+    graph_hash: str
+
+    @property
+    def code(self) -> str:
+        return self.module.code
+
+    def ops(self) -> dict[str, int]:
+        """Histogram of the ATen ops in the graph."""
+        hist: dict[str, int] = {}
+        for node in self.module.graph.nodes:
+            if node.op == "call_function":
+                name = str(node.target)
+                hist[name] = hist.get(name, 0) + 1
+        return dict(sorted(hist.items(), key=lambda kv: -kv[1]))
+
+
+class _NoHostReads(TorchDispatchMode):
+    """Raises on the one op that reads a tensor's value into Python."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is aten._local_scalar_dense.default:
+            raise MaterializationError(_READ_HINT)
+        return func(*args, **(kwargs or {}))
+
+
+def _refuse(what: str, original):
+    """`original`, except when user code asks for the value of a traced tensor (torch's
+    own error messages format traced tensors too, and must keep working)."""
+
+    def refuse(self, *args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if is_fake(self) and caller != "torch" and not caller.startswith("torch."):
+            raise MaterializationError(f"{what} of a traced tensor. " + _READ_HINT)
+        return original(self, *args, **kwargs)
+
+    return refuse
+
+
+@contextlib.contextmanager
+def no_host_reads():
+    """Within the user's step: reading tensor values on the host is a clear error."""
+    what = {
+        "__repr__": "repr()/print()",
+        "__str__": "str()/print()",
+        "__format__": "Formatting (f-string)",
+        "tolist": ".tolist()",
+        "numpy": ".numpy()",
+    }
+    saved = {name: getattr(torch.Tensor, name) for name in what}
+    patched = {name: _refuse(w, saved[name]) for name, w in what.items()}
+    for name, fn in patched.items():
+        setattr(torch.Tensor, name, fn)
+    try:
+        with _NoHostReads():
+            yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch.Tensor, name, fn)
+
+
+def _graph_hash(gm: torch.fx.GraphModule) -> str:
+    """sha256 of the graph's code and of every constant tensor it reads."""
+    h = hashlib.sha256(gm.code.encode())
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            t = operator.attrgetter(node.target)(gm)
+            if isinstance(t, torch.Tensor):
+                h.update(f"{node.target}:{t.dtype}:{tuple(t.shape)}".encode())
+                h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _is_mutating(target) -> bool:
+    schema = getattr(target, "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
+
+
+def _clean(gm: torch.fx.GraphModule, n_state: int) -> tuple[int, ...]:
+    """Drop profiler ranges and the input-mutation epilogue, keep only changed state;
+    return the mutated state indices."""
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    # profiler ranges (torch.optim wraps step() in record_function) carry no computation
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and getattr(node.target, "namespace", None) == "profiler":
+            graph.erase_node(node)
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default and node.args[0].op == "placeholder":
+            if node.users:
+                raise CaptureError(f"unexpected use of an input mutation epilogue node {node}")
+            graph.erase_node(node)
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    flat = list(out_node.args[0])
+    state_out, outputs = flat[:n_state], flat[n_state:]
+    mutated = tuple(i for i, v in enumerate(state_out) if v is not placeholders[i])
+    out_node.args = ([state_out[i] for i in mutated] + outputs,)
+    graph.eliminate_dead_code()
+    left = sorted({str(n.target) for n in graph.nodes if n.op == "call_function" and _is_mutating(n.target)})
+    if left:
+        raise CaptureError(f"the captured graph still mutates tensors after functionalization: {left}")
+    gm.recompile()
+    return mutated
+
+
+def capture(
+    fn: Callable[[list[torch.Tensor], list[torch.Tensor]], Sequence[torch.Tensor]],
+    state: Sequence[torch.Tensor],
+    batch: Sequence[torch.Tensor],
+) -> CapturedGraph:
+    """Trace `fn(state, batch) -> outputs` into a pure core-ATen graph.
+
+    `state` holds distinct tensors that persist across steps (parameters, buffers,
+    optimizer state, scalars such as the learning rate); `fn` may update them in place
+    and may call `backward()`. State and batch tensors that require grad are traced as
+    leaves that require grad. `batch` holds the per-step inputs. `outputs` must be tensors.
+    """
+    ids = [id(t) for t in state]
+    if len(set(ids)) != len(ids):
+        raise CaptureError("capture() needs distinct state tensors; deduplicate tied tensors first")
+    n_state = len(state)
+
+    def stage1(*flat):
+        st = list(flat[:n_state])
+        with no_host_reads():
+            outs = list(fn(st, list(flat[n_state:])))
+        for i, o in enumerate(outs):
+            if not isinstance(o, torch.Tensor):
+                raise CaptureError(f"step output {i} is {type(o).__name__}, expected a tensor")
+        return [*st, *outs]
+
+    leaves = [s.detach().requires_grad_(s.requires_grad) for s in state]
+    batch_leaves = [b.detach().requires_grad_(b.requires_grad) for b in batch]
+    try:
+        with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
+            gm1 = make_fx(stage1, tracing_mode="fake")(*leaves, *batch_leaves)
+    except (AssertionError, RuntimeError) as e:
+        if "convert all Tensors to FakeTensors" not in str(e):
+            raise
+        raise CaptureError(
+            "the step reads a tensor that is neither one of its inputs nor registered state: a tensor "
+            "captured from an enclosing scope, or a module attribute that is not a registered parameter "
+            "or buffer. Pass it to the step as an argument, or register it on the module with "
+            "register_buffer() / nn.Parameter so it is lifted into the compiled step."
+        ) from e
+    gm2 = make_fx(
+        torch.func.functionalize(gm1, remove="mutations_and_views"),
+        decomposition_table=core_aten_decompositions(),
+        tracing_mode="fake",
+    )(*[s.detach() for s in state], *[b.detach() for b in batch])
+    mutated = _clean(gm2, n_state)
+    out_node = next(n for n in gm2.graph.nodes if n.op == "output")
+    out_vals = [a.meta["val"] for a in out_node.args[0]][len(mutated):]
+    return CapturedGraph(
+        module=gm2,
+        state_specs=tuple(TensorSpec.of(s) for s in state),
+        batch_specs=tuple(TensorSpec.of(b) for b in batch),
+        output_specs=tuple(TensorSpec.of(v) for v in out_vals),
+        mutated=mutated,
+        graph_hash=_graph_hash(gm2),
+    )

@@ -1,0 +1,98 @@
+"""The immutable compiled step ("the wafer").
+
+`Executable(captured)` lowers a captured graph with `jax.jit(...).lower(...).compile()`
+once. Its XLA program has the signature
+
+    (mutated_state, kept_state, batch, rng_key) -> (new_mutated_state, outputs, next_rng_key)
+
+with `mutated_state` and `rng_key` donated: their buffers are reused for the new
+values, so state never exists twice on the device. The program never re-traces: a
+batch of another shape or dtype is a `StaticGraphError` naming the argument and both
+shapes.
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import jax
+
+from .capture import CapturedGraph, TensorSpec
+from .dtypes import jax_dtype
+from .errors import StaticGraphError
+from .lowering import to_jax_function, uses_rng
+
+
+def _aval(spec: TensorSpec) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(spec.shape, jax_dtype(spec.dtype))
+
+
+KEY_AVAL = jax.ShapeDtypeStruct((2,), jax.numpy.uint32)
+
+
+class Executable:
+    """One compiled XLA program for one captured graph."""
+
+    def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None):
+        self.captured = captured
+        self.batch_names = list(batch_names) if batch_names is not None else [
+            f"input {i}" for i in range(len(captured.batch_specs))
+        ]
+        self.uses_rng = uses_rng(captured.module)
+        n_state = len(captured.state_specs)
+        mutated = captured.mutated
+        kept = tuple(i for i in range(n_state) if i not in set(mutated))
+        self.kept = kept
+        graph_fn = to_jax_function(captured.module)
+        n_mut = len(mutated)
+        with_rng = self.uses_rng
+
+        def program(mutated_state, kept_state, batch, rng_key):
+            state = [None] * n_state
+            for i, a in zip(mutated, mutated_state):
+                state[i] = a
+            for i, a in zip(kept, kept_state):
+                state[i] = a
+            if with_rng:
+                step_key, next_key = jax.random.split(rng_key)
+            else:
+                step_key, next_key = rng_key, rng_key
+            outs = graph_fn(step_key, *state, *batch)
+            return tuple(outs[:n_mut]), tuple(outs[n_mut:]), next_key
+
+        specs = captured.state_specs
+        t0 = time.perf_counter()
+        self.lowered = jax.jit(program, donate_argnums=(0, 3)).lower(
+            tuple(_aval(specs[i]) for i in mutated),
+            tuple(_aval(specs[i]) for i in kept),
+            tuple(_aval(s) for s in captured.batch_specs),
+            KEY_AVAL,
+        )
+        t1 = time.perf_counter()
+        self.compiled = self.lowered.compile()
+        self.lower_seconds = t1 - t0
+        self.compile_seconds = time.perf_counter() - t1
+
+    @property
+    def graph_hash(self) -> str:
+        return self.captured.graph_hash
+
+    def check_batch(self, specs: Sequence[TensorSpec]) -> None:
+        """Raise StaticGraphError if a batch does not match the compiled signature."""
+        want = self.captured.batch_specs
+        if len(specs) != len(want):
+            raise StaticGraphError(
+                f"the step was compiled for {len(want)} tensor inputs and is now called with "
+                f"{len(specs)}; the compiled graph is static, so every call must pass the same inputs."
+            )
+        for name, got, exp in zip(self.batch_names, specs, want):
+            if got != exp:
+                raise StaticGraphError(
+                    f"{name} was compiled as {exp} and is now {got}. The compiled step is "
+                    f"static: every batch must have the same shapes and dtypes (use drop_last=True "
+                    f"for a partial last batch, or pad it)."
+                )
+
+    def __call__(self, mutated_state, kept_state, batch, rng_key):
+        """Dispatch one step; returns at once with (new_mutated_state, outputs, next_key)."""
+        return self.compiled(tuple(mutated_state), tuple(kept_state), tuple(batch), rng_key)

@@ -1,0 +1,106 @@
+"""Turn a pure core-ATen fx graph into a jax function.
+
+The function walks the graph once per jax trace: each node runs its lowering inside
+`jax.named_scope(<node name>)`, so jaxprs and HLO map back to the fx graph. Every
+result is checked against torch's own shape for that node (a lowering bug is a loud
+error at trace time) and cast to torch's result dtype, which makes torch's type
+promotion hold even where jnp would promote differently.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import torch
+from torch.fx.node import map_arg
+
+from ..dtypes import jax_dtype, to_jax
+from ..errors import CaptureError, UnsupportedOpError
+from .registry import LOWERINGS, RANDOM_OPS
+
+
+def missing_lowerings(gm: torch.fx.GraphModule) -> list[str]:
+    """Names of the ATen ops of `gm` that have no lowering."""
+    return sorted(
+        {
+            str(n.target)
+            for n in gm.graph.nodes
+            if n.op == "call_function" and n.target is not operator.getitem and n.target not in LOWERINGS
+        }
+    )
+
+
+def uses_rng(gm: torch.fx.GraphModule) -> bool:
+    return any(n.op == "call_function" and n.target in RANDOM_OPS for n in gm.graph.nodes)
+
+
+def _conform(value, meta, node) -> Any:
+    """Check a lowering's result against torch's fake value for the node; cast dtype."""
+    if isinstance(meta, torch.Tensor):
+        if tuple(value.shape) != tuple(meta.shape):
+            raise CaptureError(
+                f"internal error: the lowering of {node.target} ({node.name}) produced shape "
+                f"{tuple(value.shape)}, torch computes {tuple(meta.shape)}"
+            )
+        want = jax_dtype(meta.dtype)
+        return value if value.dtype == want else value.astype(want)
+    if isinstance(meta, (tuple, list)):
+        return type(value)(_conform(v, m, node) if m is not None else v for v, m in zip(value, meta))
+    return value
+
+
+def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
+    """`f(rng_key, *inputs) -> list of outputs`, pure and traceable by jax.jit.
+
+    `rng_key` is a raw uint32[2] key; the i-th random node of the graph draws from
+    `fold_in(rng_key, i)`.
+    """
+    missing = missing_lowerings(gm)
+    if missing:
+        raise UnsupportedOpError(
+            f"the captured step uses ATen ops that cstorch cannot lower to XLA yet: {', '.join(missing)}. "
+            f"Rewrite the model code that produces them, or run the script on the CPU backend."
+        )
+    nodes = list(gm.graph.nodes)
+    consts = {
+        n.target: operator.attrgetter(n.target)(gm) for n in nodes if n.op == "get_attr"
+    }
+
+    def run(rng_key, *inputs):
+        env: dict[torch.fx.Node, Any] = {}
+        args_iter = iter(inputs)
+        random_index = 0
+        load = lambda a: map_arg(a, lambda n: env[n])  # noqa: E731
+        for node in nodes:
+            if node.op == "placeholder":
+                env[node] = next(args_iter)
+            elif node.op == "get_attr":
+                c = consts[node.target]
+                env[node] = to_jax(c, node.target) if isinstance(c, torch.Tensor) else c
+            elif node.op == "call_function":
+                if node.target is operator.getitem:
+                    seq, idx = load(node.args)
+                    env[node] = seq[idx]
+                    continue
+                fn = LOWERINGS[node.target]
+                args, kwargs = load(node.args), load(node.kwargs)
+                if node.target in RANDOM_OPS:
+                    kwargs = {**kwargs, "key": jax.random.fold_in(rng_key, random_index)}
+                    random_index += 1
+                with jax.named_scope(node.name):
+                    out = fn(*args, **kwargs)
+                env[node] = _conform(out, node.meta.get("val"), node)
+            elif node.op == "output":
+                return list(load(node.args[0]))
+            else:
+                raise CaptureError(f"unexpected fx node kind {node.op!r} ({node.name})")
+        raise CaptureError("graph has no output node")
+
+    return run
+
+
+def scalar_or_array(x):
+    """Python scalars stay weakly typed; arrays pass through."""
+    return x if isinstance(x, (int, float, bool)) else jnp.asarray(x)

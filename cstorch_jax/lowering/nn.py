@@ -1,0 +1,120 @@
+"""Neural-network ops that stay whole in core ATen: softmax, layer norm, batch norm,
+embedding."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from ..dtypes import jax_dtype
+from .registry import register
+
+aten = torch.ops.aten
+
+
+def _compute_dtype(x, half_to_float):
+    return jnp.float32 if half_to_float else x.dtype
+
+
+def _along(fn, x, dim):
+    """`fn(x, axis=dim)`; a 0-d x (torch allows dim 0 / -1) is treated as a 1-vector."""
+    if x.ndim == 0:
+        return fn(x.reshape(1), axis=0).reshape(())
+    return fn(x, axis=dim)
+
+
+@register(aten._softmax.default)
+def softmax(x, dim, half_to_float=False):
+    return _along(jax.nn.softmax, x.astype(_compute_dtype(x, half_to_float)), dim)
+
+
+@register(aten._log_softmax.default)
+def log_softmax(x, dim, half_to_float=False):
+    return _along(jax.nn.log_softmax, x.astype(_compute_dtype(x, half_to_float)), dim)
+
+
+@register(aten._softmax_backward_data.default)
+def softmax_backward(grad, out, dim, input_dtype):
+    g = out * (grad - jnp.sum(grad * out, axis=dim, keepdims=True))
+    return g.astype(jax_dtype(input_dtype))
+
+
+@register(aten._log_softmax_backward_data.default)
+def log_softmax_backward(grad, out, dim, input_dtype):
+    g = grad - jnp.exp(out) * jnp.sum(grad, axis=dim, keepdims=True)
+    return g.astype(jax_dtype(input_dtype))
+
+
+@register(aten.native_layer_norm.default)
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    """y = (x - mean) * rstd * weight + bias over the trailing `normalized_shape` dims;
+    also returns mean and rstd = 1/sqrt(var + eps) (biased var), kept as size-1 dims."""
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    xf = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+    mean = jnp.mean(xf, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
+    rstd = jax.lax.rsqrt(var + eps)
+    y = (xf - mean) * rstd
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y.astype(x.dtype), mean, rstd
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def native_batch_norm_functional(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Batch norm over every dim but 1. Training normalises with the batch's biased
+    variance and returns the new running stats, updated with the unbiased variance:
+    r <- (1 - momentum) * r + momentum * stat. Returns (y, save_mean, save_rstd,
+    new_running_mean, new_running_var)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    xf = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+    if training:
+        mean = jnp.mean(xf, axis=axes)
+        var = jnp.mean(jnp.square(xf - mean.reshape(shape)), axis=axes)
+        n = xf.size // xf.shape[1]
+        new_rm = (1 - momentum) * running_mean + momentum * mean
+        new_rv = (1 - momentum) * running_var + momentum * var * (n / max(n - 1, 1))
+        rstd = jax.lax.rsqrt(var + eps)
+        save_mean, save_rstd = mean, rstd
+    else:
+        mean, rstd = running_mean, jax.lax.rsqrt(running_var + eps)
+        new_rm, new_rv = running_mean, running_var
+        save_mean = save_rstd = jnp.zeros((0,), xf.dtype)
+    y = (xf - mean.reshape(shape)) * rstd.reshape(shape)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y.astype(x.dtype), save_mean, save_rstd, new_rm, new_rv
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def native_batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    """Eval-mode batch norm (what F.batch_norm(training=False) becomes): normalise with
+    the running stats, which are left alone. Returns (y, empty, empty) as torch."""
+    y, save_mean, save_rstd, _, _ = native_batch_norm_functional(
+        x, weight, bias, running_mean, running_var, False, momentum, eps)
+    return y, save_mean, save_rstd
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def native_batch_norm_no_stats(x, weight, bias, training, momentum, eps):
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean = jnp.mean(x, axis=axes)
+    var = jnp.mean(jnp.square(x - mean.reshape(shape)), axis=axes)
+    rstd = jax.lax.rsqrt(var + eps)
+    y = (x - mean.reshape(shape)) * rstd.reshape(shape)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y, mean, rstd
+
+
+@register(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return jnp.take(weight, indices, axis=0)

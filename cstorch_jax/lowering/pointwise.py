@@ -1,0 +1,275 @@
+"""Elementwise ops: unary math, binary arithmetic, comparisons, logic, selection.
+
+Float-only math on integer inputs computes in float32 (torch promotes the same way);
+the interpreter then casts every result to the dtype torch reports for the node.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from .registry import register
+
+aten = torch.ops.aten
+
+
+def _float(x):
+    """Integer and bool inputs of float-valued math compute in float32."""
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.float32)
+
+
+def _unary(op, fn, float_only=True):
+    register(op)(lambda x: fn(_float(x)) if float_only else fn(x))
+
+
+for _op, _fn in [
+    (aten.exp.default, jnp.exp),
+    (aten.exp2.default, jnp.exp2),
+    (aten.expm1.default, jnp.expm1),
+    (aten.log.default, jnp.log),
+    (aten.log2.default, jnp.log2),
+    (aten.log10.default, jnp.log10),
+    (aten.log1p.default, jnp.log1p),
+    (aten.sqrt.default, jnp.sqrt),
+    (aten.rsqrt.default, jax.lax.rsqrt),
+    (aten.reciprocal.default, lambda x: 1.0 / x),
+    (aten.sin.default, jnp.sin),
+    (aten.cos.default, jnp.cos),
+    (aten.tan.default, jnp.tan),
+    (aten.asin.default, jnp.arcsin),
+    (aten.acos.default, jnp.arccos),
+    (aten.atan.default, jnp.arctan),
+    (aten.sinh.default, jnp.sinh),
+    (aten.cosh.default, jnp.cosh),
+    (aten.tanh.default, jnp.tanh),
+    (aten.asinh.default, jnp.arcsinh),
+    (aten.acosh.default, jnp.arccosh),
+    (aten.atanh.default, jnp.arctanh),
+    (aten.sigmoid.default, jax.nn.sigmoid),
+    (aten.erf.default, jax.scipy.special.erf),
+    (aten.erfinv.default, jax.scipy.special.erfinv),
+]:
+    _unary(_op, _fn)
+
+for _op, _fn in [
+    (aten.abs.default, jnp.abs),
+    (aten.neg.default, jnp.negative),
+    (aten.floor.default, jnp.floor),
+    (aten.ceil.default, jnp.ceil),
+    (aten.trunc.default, jnp.trunc),
+    (aten.round.default, jnp.round),  # half to even, as torch
+    (aten.relu.default, lambda x: jnp.maximum(x, jnp.zeros((), x.dtype))),
+    (aten.isnan.default, jnp.isnan),
+    (aten.isinf.default, jnp.isinf),
+    (aten.logical_not.default, jnp.logical_not),
+    (aten.bitwise_not.default, lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else jnp.invert(x)),
+]:
+    _unary(_op, _fn, float_only=False)
+
+
+@register(aten.sign.default)
+def sign(x):
+    """-1, 0 or 1; torch's sign of NaN is 0 (jnp.sign gives NaN)."""
+    if x.dtype == jnp.bool_:
+        return x
+    one = jnp.ones((), x.dtype)
+    return jnp.where(x > 0, one, jnp.where(x < 0, -one, jnp.zeros((), x.dtype)))
+
+
+@register(aten.round.decimals)
+def round_decimals(x, *, decimals=0):
+    """torch's rule: round-half-even of x * 10**d, divided back (x / 10**-d for d < 0)."""
+    x = _float(x)
+    scale = jnp.asarray(10.0 ** abs(decimals), x.dtype)
+    if decimals < 0:
+        return jnp.round(x / scale) * scale
+    return jnp.round(x * scale) / scale
+
+
+@register(aten.gelu.default)
+def gelu(x, approximate="none"):
+    return jax.nn.gelu(_float(x), approximate=approximate == "tanh")
+
+
+@register(aten.silu.default)
+def silu(x):
+    return jax.nn.silu(_float(x))
+
+
+@register(aten.leaky_relu.default)
+def leaky_relu(x, negative_slope=0.01):
+    return jnp.where(x > 0, x, x * negative_slope)
+
+
+@register(aten.hardtanh.default)
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    return jnp.clip(x, min_val, max_val)
+
+
+# ---- binary arithmetic -------------------------------------------------------------
+
+
+@register(aten.add.Tensor, aten.add.Scalar)
+def add(a, b, alpha=1):
+    return a + (b * alpha if alpha != 1 else b)
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar)
+def sub(a, b, alpha=1):
+    return a - (b * alpha if alpha != 1 else b)
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(a, b, alpha=1):
+    return b - (a * alpha if alpha != 1 else a)
+
+
+@register(aten.mul.Tensor, aten.mul.Scalar)
+def mul(a, b):
+    if isinstance(a, jax.Array) and a.dtype == jnp.bool_ and isinstance(b, jax.Array) and b.dtype == jnp.bool_:
+        return jnp.logical_and(a, b)
+    return a * b
+
+
+def _is_integral(x) -> bool:
+    if isinstance(x, bool):
+        return True
+    if isinstance(x, int):
+        return True
+    if isinstance(x, float):
+        return False
+    return not jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)
+
+
+@register(aten.div.Tensor, aten.div.Scalar)
+def div(a, b):
+    return jnp.true_divide(a, b)
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(a, b, rounding_mode=None):
+    if rounding_mode is None:
+        return jnp.true_divide(a, b)
+    if _is_integral(a) and _is_integral(b):
+        if rounding_mode == "floor":
+            return jnp.floor_divide(a, b)
+        dt = jnp.result_type(a, b)
+        a_, b_ = jnp.broadcast_arrays(jnp.asarray(a, dt), jnp.asarray(b, dt))
+        return jax.lax.div(a_, b_)  # integer division rounding toward zero, as C and torch
+    if rounding_mode == "trunc":
+        return jnp.trunc(jnp.true_divide(a, b))
+    return _div_floor_float(a, b)
+
+
+def _div_floor_float(a, b):
+    """torch's floating floor division (c10::div_floor_floating), not floor(a / b).
+
+    The quotient is rebuilt from fmod so it is exact: torch.div(1., 0.1, rounding_mode="floor")
+    is 9 (as Python's 1 // 0.1), while floor(1 / 0.1) is 10. Division by zero gives the
+    IEEE a / b, and a zero quotient takes the sign of a / b.
+    """
+    dt = jnp.result_type(a, b)
+    if not jnp.issubdtype(dt, jnp.inexact):
+        dt = jnp.float32
+    a, b = jnp.broadcast_arrays(jnp.asarray(a, dt), jnp.asarray(b, dt))
+    zero = jnp.zeros((), dt)
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floordiv = jnp.floor(div)
+    floordiv = jnp.where(div - floordiv > 0.5, floordiv + 1, floordiv)
+    true_div = a / b
+    floordiv = jnp.where(div != 0, floordiv, jnp.copysign(zero, true_div))
+    return jnp.where(b == 0, true_div, floordiv)
+
+
+@register(aten.floor_divide.default)
+def floor_divide(a, b):
+    return div_mode(a, b, "floor")
+
+
+@register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
+def remainder(a, b):
+    return jnp.remainder(a, b)  # sign of the divisor, as torch
+
+
+@register(aten.fmod.Tensor, aten.fmod.Scalar)
+def fmod(a, b):
+    return jnp.fmod(a, b)  # sign of the dividend, as torch
+
+
+@register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def pow_(a, b):
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        if b == 2:
+            return a * a
+        if b == 0.5 and not _is_integral(a):
+            return jnp.sqrt(a)
+    return jnp.power(a, b)
+
+
+@register(aten.maximum.default)
+def maximum(a, b):
+    return jnp.maximum(a, b)  # NaN propagates, as torch
+
+
+@register(aten.minimum.default)
+def minimum(a, b):
+    return jnp.minimum(a, b)
+
+
+@register(aten.atan2.default)
+def atan2(a, b):
+    return jnp.arctan2(_float(a), _float(b))
+
+
+@register(aten.clamp.default, aten.clamp.Tensor)
+def clamp(x, min=None, max=None):
+    if min is not None:
+        x = jnp.maximum(x, min)
+    if max is not None:
+        x = jnp.minimum(x, max)
+    return x
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(x, min):
+    return jnp.maximum(x, min)
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(x, max):
+    return jnp.minimum(x, max)
+
+
+@register(aten.where.self)
+def where(cond, a, b):
+    return jnp.where(cond, a, b)
+
+
+# ---- comparisons and logic ---------------------------------------------------------
+
+for _name, _fn in [("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less), ("le", jnp.less_equal),
+                   ("gt", jnp.greater), ("ge", jnp.greater_equal)]:
+    _packet = getattr(aten, _name)
+    register(_packet.Tensor, _packet.Scalar)(_fn)
+
+register(aten.logical_and.default)(jnp.logical_and)
+register(aten.logical_or.default)(jnp.logical_or)
+register(aten.logical_xor.default)(jnp.logical_xor)
+
+
+def _bitwise(logical, bitwise):
+    def fn(a, b):
+        if jnp.asarray(a).dtype == jnp.bool_ and jnp.asarray(b).dtype == jnp.bool_:
+            return logical(a, b)
+        return bitwise(a, b)
+
+    return fn
+
+
+register(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(_bitwise(jnp.logical_and, jnp.bitwise_and))
+register(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(_bitwise(jnp.logical_or, jnp.bitwise_or))
+register(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(_bitwise(jnp.logical_xor, jnp.bitwise_xor))

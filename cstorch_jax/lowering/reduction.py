@@ -1,0 +1,191 @@
+"""Reductions: sum, mean, max/min (with indices), argmax, prod, var, any/all, cumsum, cumprod.
+
+torch reads `dim=[]` (or None) as "every dimension"; so do these lowerings.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import torch
+
+from ..dtypes import jax_dtype
+from .registry import register
+
+aten = torch.ops.aten
+
+
+def _axes(x, dim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return None
+    if isinstance(dim, int):
+        return (dim % max(x.ndim, 1),) if x.ndim else None
+    return tuple(d % x.ndim for d in dim) if x.ndim else None
+
+
+def _acc(x, dtype):
+    if dtype is not None:
+        return x.astype(jax_dtype(dtype))
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.int32)
+    return x
+
+
+@register(aten.sum.dim_IntList)
+def sum_dim(x, dim=None, keepdim=False, dtype=None):
+    return jnp.sum(_acc(x, dtype), axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.sum.default)
+def sum_all(x, dtype=None):
+    return jnp.sum(_acc(x, dtype))
+
+
+@register(aten.mean.dim)
+def mean_dim(x, dim=None, keepdim=False, dtype=None):
+    return jnp.mean(_acc(x, dtype), axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.mean.default)
+def mean_all(x, dtype=None):
+    return jnp.mean(_acc(x, dtype))
+
+
+@register(aten.prod.default)
+def prod_all(x, dtype=None):
+    return jnp.prod(_acc(x, dtype))
+
+
+@register(aten.prod.dim_int)
+def prod_dim(x, dim, keepdim=False, dtype=None):
+    return jnp.prod(_acc(x, dtype), axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.amax.default)
+def amax(x, dim=(), keepdim=False):
+    return jnp.max(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.amin.default)
+def amin(x, dim=(), keepdim=False):
+    return jnp.min(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.max.default)
+def max_all(x):
+    return jnp.max(x)
+
+
+@register(aten.min.default)
+def min_all(x):
+    return jnp.min(x)
+
+
+def _on_vector_if_scalar(fn):
+    """torch accepts dim 0 / -1 on a 0-d tensor (and keeps it 0-d); jnp does not:
+    compute on the 1-element vector and drop the axis again."""
+
+    def wrapped(x, dim, *args, **kwargs):
+        if x.ndim == 0:
+            out = fn(x.reshape(1), 0, *args, **kwargs)
+            return tuple(o.reshape(()) for o in out) if isinstance(out, tuple) else out.reshape(())
+        return fn(x, dim, *args, **kwargs)
+
+    return wrapped
+
+
+@register(aten.max.dim)
+@_on_vector_if_scalar
+def max_dim(x, dim, keepdim=False):
+    return jnp.max(x, axis=dim, keepdims=keepdim), jnp.argmax(x, axis=dim, keepdims=keepdim)
+
+
+@register(aten.min.dim)
+@_on_vector_if_scalar
+def min_dim(x, dim, keepdim=False):
+    return jnp.min(x, axis=dim, keepdims=keepdim), jnp.argmin(x, axis=dim, keepdims=keepdim)
+
+
+@_on_vector_if_scalar
+def _argmax_dim(x, dim, keepdim=False):
+    return jnp.argmax(x, axis=dim, keepdims=keepdim)
+
+
+@_on_vector_if_scalar
+def _argmin_dim(x, dim, keepdim=False):
+    return jnp.argmin(x, axis=dim, keepdims=keepdim)
+
+
+@register(aten.argmax.default)
+def argmax(x, dim=None, keepdim=False):
+    if dim is None:
+        return jnp.argmax(x.reshape(-1)).reshape((1,) * x.ndim if keepdim else ())
+    return _argmax_dim(x, dim, keepdim)
+
+
+@register(aten.argmin.default)
+def argmin(x, dim=None, keepdim=False):
+    if dim is None:
+        return jnp.argmin(x.reshape(-1)).reshape((1,) * x.ndim if keepdim else ())
+    return _argmin_dim(x, dim, keepdim)
+
+
+@register(aten.var.correction)
+def var(x, dim=None, *, correction=None, keepdim=False):
+    ddof = 1 if correction is None else correction
+    return jnp.var(x, axis=_axes(x, dim), ddof=ddof, keepdims=keepdim)
+
+
+@register(aten.var_mean.correction)
+def var_mean(x, dim=None, *, correction=None, keepdim=False):
+    return var(x, dim, correction=correction, keepdim=keepdim), jnp.mean(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.linalg_vector_norm.default)
+def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """sum(|x|**ord)**(1/ord) over `dim` (every dim when None or []); ord inf / -inf is
+    max / min of |x|, ord 0 counts the non-zeros."""
+    a = jnp.abs(_acc(x, dtype))
+    axes = _axes(x, dim)
+    if ord == float("inf"):
+        return jnp.max(a, axis=axes, keepdims=keepdim)
+    if ord == float("-inf"):
+        return jnp.min(a, axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return jnp.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
+    if ord == 1:
+        return jnp.sum(a, axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return jnp.sqrt(jnp.sum(a * a, axis=axes, keepdims=keepdim))
+    return jnp.sum(a ** ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
+
+
+@register(aten.any.default)
+def any_all(x):
+    return jnp.any(x)
+
+
+@register(aten.any.dim, aten.any.dims)
+def any_dim(x, dim=None, keepdim=False):
+    return jnp.any(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.all.default)
+def all_all(x):
+    return jnp.all(x)
+
+
+@register(aten.all.dim, aten.all.dims)
+def all_dim(x, dim=None, keepdim=False):
+    return jnp.all(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@register(aten.cumsum.default)
+@_on_vector_if_scalar
+def cumsum(x, dim, dtype=None):
+    return jnp.cumsum(_acc(x, dtype), axis=dim)
+
+
+@register(aten.cumprod.default)
+@_on_vector_if_scalar
+def cumprod(x, dim, dtype=None):
+    """Also what autograd's backward of prod() computes with."""
+    return jnp.cumprod(_acc(x, dtype), axis=dim)

@@ -1,0 +1,32 @@
+"""The ATen -> jax.numpy table.
+
+`LOWERINGS[op]` is a function with the op's torch signature that takes jax arrays in
+place of tensors (and Python values for everything else) and returns jax arrays.
+Ops that draw random numbers are also in `RANDOM_OPS`; their lowering receives a
+`key=` argument derived from the step's RNG key.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from torch._ops import OpOverload
+
+LOWERINGS: dict[OpOverload, Callable] = {}
+RANDOM_OPS: set[OpOverload] = set()
+
+
+def register(*ops: OpOverload, random: bool = False):
+    """Decorator: `fn` is the lowering of every overload in `ops`."""
+
+    def deco(fn: Callable) -> Callable:
+        for op in ops:
+            if not isinstance(op, OpOverload):
+                raise TypeError(f"register() takes op overloads such as aten.add.Tensor, got {op!r}")
+            if op in LOWERINGS:
+                raise ValueError(f"{op} is lowered twice")
+            LOWERINGS[op] = fn
+            if random:
+                RANDOM_OPS.add(op)
+        return fn
+
+    return deco

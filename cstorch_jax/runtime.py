@@ -1,0 +1,69 @@
+"""Device-resident state shared by the compiled steps of a run.
+
+During a run the device copy of every state tensor (parameters, buffers, optimizer
+state) is the truth: executables read and donate it step after step without touching
+the host. `sync_to_host()` writes it back into the torch tensors (at checkpoints and
+at the end of a run); `reset()` drops it so the next run uploads the host values.
+The RNG key lives here too and is never reset by a run boundary.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import torch
+
+from .capture import TensorSpec
+from .dtypes import to_jax, to_torch
+from .errors import StaticGraphError
+
+
+class DeviceState:
+    def __init__(self, seed: int = 0):
+        self._arrays: dict[int, jax.Array] = {}
+        self._tensors: dict[int, torch.Tensor] = {}
+        self._dirty: set[int] = set()
+        self.rng_key = jax.random.key_data(jax.random.key(seed))
+
+    def reseed(self, seed: int) -> None:
+        self.rng_key = jax.random.key_data(jax.random.key(seed))
+
+    def arrays(self, tensors: Sequence[torch.Tensor], specs: Sequence[TensorSpec], names: Sequence[str]):
+        """Device arrays of host tensors (uploaded on first use in a run)."""
+        out = []
+        for t, spec, name in zip(tensors, specs, names):
+            key = id(t)
+            if key not in self._arrays:
+                got = TensorSpec.of(t)
+                if got != spec:
+                    raise StaticGraphError(
+                        f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step "
+                        f"cannot change the shape or dtype of its state."
+                    )
+                self._arrays[key] = to_jax(t, name)
+                self._tensors[key] = t
+            out.append(self._arrays[key])
+        return out
+
+    def update(self, tensors: Sequence[torch.Tensor], arrays: Sequence[jax.Array]) -> None:
+        """Record new device values (the host copies are now stale)."""
+        for t, a in zip(tensors, arrays):
+            self._arrays[id(t)] = a
+            self._dirty.add(id(t))
+
+    def sync_to_host(self) -> None:
+        """Copy every changed device value into its torch tensor (waits for the device)."""
+        with torch.no_grad():
+            for key in sorted(self._dirty):
+                t = self._tensors[key]
+                t.copy_(to_torch(self._arrays[key], t.dtype))
+        self._dirty.clear()
+
+    def reset(self) -> None:
+        """Forget device copies; the host tensors become the truth again."""
+        self.sync_to_host()
+        self._arrays.clear()
+        self._tensors.clear()
+
+    def block_until_ready(self) -> None:
+        jax.block_until_ready(list(self._arrays.values()))

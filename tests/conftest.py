@@ -1,0 +1,11 @@
+import pytest
+
+from cstorch._backend import _reset_backend
+
+
+@pytest.fixture(autouse=True)
+def fresh_backend():
+    """Each test starts without a backend (the real API allows one per process)."""
+    _reset_backend()
+    yield
+    _reset_backend()

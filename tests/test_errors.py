@@ -1,0 +1,187 @@
+"""Every user error is a clear exception that says what was wrong and how to fix it."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import cstorch
+import cstorch_jax
+from cstorch import MaterializationError, StaticGraphError
+
+
+def _setup(backend="CSX"):
+    torch.manual_seed(0)
+    b = cstorch.backend(backend)
+    model = nn.Linear(4, 3)
+    compiled = cstorch.compile(model, b)
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return model, compiled, opt
+
+
+def _loader(batches):
+    return cstorch.utils.data.DataLoader(lambda: batches)
+
+
+def _batches(n=3, batch=2):
+    return [(torch.randn(batch, 4), torch.randint(0, 3, (batch,))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("read", ["item", "print", "if", "float", "fstring", "tolist"])
+def test_reading_a_traced_value_in_the_step_points_to_step_closure(read, capsys):
+    _, compiled, opt = _setup()
+
+    @cstorch.trace
+    def step(x, y):
+        loss = F.cross_entropy(compiled(x), y)
+        if read == "item":
+            loss.item()
+        elif read == "print":
+            print(loss)
+        elif read == "if":
+            if loss > 1:
+                pass
+        elif read == "float":
+            float(loss)
+        elif read == "fstring":
+            f"{loss:.3f}"
+        else:
+            loss.tolist()
+        loss.backward()
+        opt.step()
+        return loss
+
+    with pytest.raises(MaterializationError, match="step_closure"):
+        for x, y in cstorch.utils.data.DataExecutor(_loader(_batches()), num_steps=1):
+            step(x, y)
+
+
+def test_batch_of_another_shape_names_argument_and_both_shapes():
+    _, compiled, opt = _setup()
+
+    @cstorch.trace
+    def step(x, y):
+        loss = F.cross_entropy(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    batches = _batches(2) + [(torch.randn(5, 4), torch.randint(0, 3, (5,)))]
+    seen = []
+    with pytest.raises(StaticGraphError) as err:
+        for x, y in cstorch.utils.data.DataExecutor(_loader(batches), num_steps=3):
+            seen.append(step(x, y))
+    msg = str(err.value)
+    assert "argument [0]" in msg and "float32[2, 4]" in msg and "float32[5, 4]" in msg
+    assert len(seen) == 2  # the earlier steps ran
+
+
+def test_batch_of_another_dtype_is_refused():
+    _, compiled, opt = _setup()
+
+    @cstorch.trace
+    def step(x):
+        return compiled(x).sum()
+
+    batches = [torch.randn(2, 4), torch.randn(2, 4).to(torch.bfloat16)]
+    with pytest.raises(StaticGraphError, match=r"float32\[2, 4\].*bfloat16\[2, 4\]"):
+        for x in cstorch.utils.data.DataExecutor(_loader(batches), num_steps=2):
+            step(x)
+
+
+def test_changed_python_argument_is_refused():
+    _, compiled, _ = _setup()
+
+    @cstorch.trace
+    def step(x, scale):
+        return compiled(x).sum() * scale
+
+    with pytest.raises(StaticGraphError, match="scale|argument \\[1\\].*0.5.*2.0"):
+        for i, x in enumerate(cstorch.utils.data.DataExecutor(_loader([torch.randn(2, 4)] * 2), num_steps=2)):
+            step(x, 0.5 if i == 0 else 2.0)
+
+
+def test_changed_frozen_hyperparameter_is_refused_but_lr_may_change():
+    model, compiled, opt = _setup()
+
+    @cstorch.trace
+    def step(x, y):
+        loss = F.cross_entropy(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    for i, (x, y) in enumerate(cstorch.utils.data.DataExecutor(_loader(_batches()), num_steps=3)):
+        opt.param_groups[0]["lr"] = 0.1 / (i + 1)  # a tensor input: allowed every step
+        step(x, y)
+    opt.param_groups[0]["momentum"] = 0.5
+    with pytest.raises(StaticGraphError, match="momentum"):
+        for x, y in cstorch.utils.data.DataExecutor(_loader(_batches()), num_steps=1):
+            step(x, y)
+
+
+def test_switching_train_eval_mode_is_refused():
+    model, compiled, _ = _setup()
+
+    @cstorch.trace
+    def step(x):
+        return compiled(x).sum()
+
+    with pytest.raises(StaticGraphError, match="training"):
+        for i, x in enumerate(cstorch.utils.data.DataExecutor(_loader([torch.randn(2, 4)] * 2), num_steps=2)):
+            if i == 1:
+                compiled.eval()
+            step(x)
+
+
+def test_second_backend_is_refused():
+    cstorch.backend("CSX")
+    with pytest.raises(RuntimeError, match="Cannot instantiate multiple backends.*CSX"):
+        cstorch.backend("CPU")
+
+
+def test_invalid_backend_type():
+    with pytest.raises(ValueError, match="Invalid Cerebras PyTorch backend type"):
+        cstorch.backend("TPU")
+
+
+def test_traced_step_needs_a_data_executor():
+    _, compiled, _ = _setup()
+    step = cstorch.trace(lambda x: compiled(x).sum())
+    with pytest.raises(RuntimeError, match="DataExecutor"):
+        step(torch.randn(2, 4))
+
+
+def test_unwrapped_dataloader_is_refused():
+    cstorch.backend("CSX")
+    with pytest.raises(TypeError, match="cstorch.utils.data.DataLoader"):
+        cstorch.utils.data.DataExecutor([torch.randn(2, 4)], num_steps=1)
+
+
+def test_checkpoint_closure_outside_a_run():
+    cstorch.backend("CPU")
+    save = cstorch.checkpoint_closure(lambda: None)
+    with pytest.raises(RuntimeError, match="outside of an execution context"):
+        save()
+
+
+def test_closed_over_tensor_gets_a_fix_it_message():
+    w = torch.randn(3)
+    with pytest.raises(cstorch.CstorchError, match="register_buffer"):
+        cstorch_jax.jit(lambda x: x * w)(torch.randn(3))
+
+
+def test_unsupported_op_is_named():
+    with pytest.raises(cstorch.UnsupportedOpError, match="aten._linalg_eigh"):
+        cstorch_jax.jit(lambda x: torch.linalg.eigh(x)[0])(torch.eye(3))
+
+
+def test_int64_outside_int32_range_is_refused():
+    with pytest.raises(cstorch_jax.UnsupportedDTypeError, match="int32 range"):
+        cstorch_jax.jit(lambda x: x + 1)(torch.tensor([2**40]))
+
+
+def test_float64_is_refused():
+    with pytest.raises(cstorch_jax.UnsupportedDTypeError, match="float64"):
+        cstorch_jax.jit(lambda x: x + 1)(torch.randn(3, dtype=torch.float64))
