@@ -12,6 +12,7 @@ tensors so `model.state_dict()` reads that step's values.
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -101,6 +102,8 @@ class RunState:
             self._run(lambda p: p.step is None or p.step < k)
 
     def end(self, executor, failed: bool) -> None:
+        if sys.is_finalizing():  # an unfinished executor collected at interpreter exit
+            return
         try:
             if failed:
                 self.pending.clear()

@@ -31,7 +31,7 @@ class StepState:
                 self.tensors.append(t)
 
         for mi, model in enumerate(self.models):
-            prefix = "model" if len(self.models) == 1 else f"model{mi}"
+            prefix = self._model_prefix(mi)
             for n, p in model.named_parameters():
                 add(f"{prefix}.{n}", p)
             for n, b in model.named_buffers():
@@ -54,24 +54,39 @@ class StepState:
                 for k, v in st.items():
                     if isinstance(v, torch.Tensor):
                         add(f"optimizer{oi}.state.{index.get(id(p), '?')}.{k}", v)
-        self._index = seen
+        self._frozen_models = list(self.models)
+        self._frozen_optimizers = list(self.optimizers)
+
+    def _model_prefix(self, mi: int) -> str:
+        return "model" if len(self.models) == 1 else f"model{mi}"
+
+    def restrict_to(self, used: set[int]) -> None:
+        """Only models and optimizers whose tensors the compiled step uses (ids in `used`)
+        constrain later calls; changing an unrelated model's mode is no graph change."""
+        self._frozen_models = [m for m in self.models
+                               if any(id(t) in used for t in (*m.parameters(), *m.buffers()))]
+        self._frozen_optimizers = [o for o in self.optimizers
+                                   if any(id(p) in used for g in o.param_groups for p in g["params"])]
 
     # -- per-step values ----------------------------------------------------------
+    def scalar_values(self) -> list[float]:
+        """The lifted hyper-parameters' current values."""
+        return [float(self.optimizers[oi].param_groups[gi][key]) for oi, gi, key in self._scalar_slots]
+
     def scalars(self) -> list[torch.Tensor]:
         """The lifted hyper-parameters' current values as float32 0-d tensors."""
-        return [
-            torch.tensor(float(self.optimizers[oi].param_groups[gi][key]), dtype=torch.float32)
-            for oi, gi, key in self._scalar_slots
-        ]
+        return [torch.tensor(v, dtype=torch.float32) for v in self.scalar_values()]
 
     def frozen(self) -> dict[str, object]:
         """Everything the graph was specialised on that is not a tensor input."""
         out: dict[str, object] = {}
-        for mi, model in enumerate(self.models):
+        for model in self._frozen_models:
+            mi = self.models.index(model)
             for n, m in model.named_modules():
-                out[f"model{mi}.{n or '<root>'}.training"] = m.training
+                out[f"{self._model_prefix(mi)}.{n or '<root>'}.training"] = m.training
         lifted = set(self._scalar_slots)
-        for oi, opt in enumerate(self.optimizers):
+        for opt in self._frozen_optimizers:
+            oi = self.optimizers.index(opt)
             for gi, group in enumerate(opt.param_groups):
                 for k, v in group.items():
                     if k == "params" or (oi, gi, k) in lifted or isinstance(v, torch.Tensor):

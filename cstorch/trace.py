@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import cstorch_jax
-from cstorch_jax import Executable, StaticGraphError, TensorSpec
+from cstorch_jax import Executable, StaticGraphError, TensorSpec, to_jax_many
 
 from . import _backend
 from .runtime import ClosureRecorder, wrap_outputs
@@ -54,6 +54,16 @@ class _Program:
         captured = executable.captured
         self.mutated = captured.mutated
         self.kept = executable.kept
+        self.scalar_specs = [TensorSpec((), torch.float32)] * len(state.scalar_names)
+        self._scalar_cache: tuple[list[float], list] = ([], [])
+
+    def scalar_arrays(self, values: list[float]) -> list:
+        """Device copies of the lifted hyper-parameters, re-sent only when they change."""
+        if values != self._scalar_cache[0]:
+            names = [f"hyper-parameter {n}" for n in self.state.scalar_names]
+            tensors = [torch.tensor(v, dtype=torch.float32) for v in values]
+            self._scalar_cache = (values, to_jax_many(tensors, names))
+        return self._scalar_cache[1]
 
 
 class TracedStep:
@@ -117,6 +127,7 @@ class TracedStep:
         names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
         names += [f"hyper-parameter {n}" for n in state.scalar_names]
         executable = Executable(captured, names)
+        state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
                         out_info["static"], out_info["n_user"], recorder, trace_seconds)
 
@@ -126,12 +137,13 @@ class TracedStep:
                 f"the step was compiled for arguments structured as {prog.in_spec} and is now called with "
                 f"{in_spec}; every call of a compiled step must pass the same structure."
             )
-        names = _leaf_names(args, kwargs)
-        for name, got, want in zip(names, leaves, prog.static_leaves):
+        for i, (got, want) in enumerate(zip(leaves, prog.static_leaves)):
             if want is None:
                 if not isinstance(got, torch.Tensor):
+                    name = _leaf_names(args, kwargs)[i]
                     raise StaticGraphError(f"{name} was a tensor when the step was compiled and is now {got!r}")
             elif isinstance(got, torch.Tensor) or got != want:
+                name = _leaf_names(args, kwargs)[i]
                 raise StaticGraphError(
                     f"{name} was {want!r} when the step was compiled and is now {got!r}. Python values are "
                     f"frozen into the compiled graph; pass a tensor instead if it must change between steps."
@@ -147,15 +159,17 @@ class TracedStep:
     def _run(self, b, prog: _Program, args, kwargs):
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         self._check_static(prog, leaves, in_spec, args, kwargs)
-        batch = [x for x in leaves if isinstance(x, torch.Tensor)] + prog.state.scalars()
-        prog.executable.check_batch([TensorSpec.of(t) for t in batch])
+        batch = [x for x in leaves if isinstance(x, torch.Tensor)]
+        names = prog.executable.batch_names
+        prog.executable.check_batch([TensorSpec.of(t) for t in batch] + prog.scalar_specs)
         ds = b.run.device_state
         captured = prog.executable.captured
-        arrays = ds.arrays(prog.state.tensors, captured.state_specs, prog.state.names)
-        batch_arrays = [cstorch_jax.dtypes.to_jax(t, n) for t, n in zip(batch, prog.executable.batch_names)]
-        new_mut, outs, ds.rng_key = prog.executable(
-            [arrays[i] for i in prog.mutated], [arrays[i] for i in prog.kept], batch_arrays, ds.rng_key
-        )
+        used = prog.mutated + prog.kept
+        arrays = ds.arrays([prog.state.tensors[i] for i in used], [captured.state_specs[i] for i in used],
+                           [prog.state.names[i] for i in used])
+        batch_arrays = to_jax_many(batch, names) + prog.scalar_arrays(prog.state.scalar_values())
+        n_mut = len(prog.mutated)
+        new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
         ds.update([prog.state.tensors[i] for i in prog.mutated], new_mut)
         deferred = wrap_outputs(list(outs), captured.output_specs)
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]

@@ -13,12 +13,13 @@ from .errors import (
     UnsupportedDTypeError,
     UnsupportedOpError,
 )
+from .dtypes import to_jax, to_jax_many, to_torch
 from .executable import Executable
 from .jit import JitFunction, jit
 from .runtime import DeviceState
 
 __all__ = [
     "jit", "JitFunction", "capture", "CapturedGraph", "TensorSpec", "Executable",
-    "DeferredTensor", "materialize", "DeviceState", "CstorchError", "StaticGraphError", "MaterializationError",
+    "DeferredTensor", "materialize", "DeviceState", "to_jax", "to_jax_many", "to_torch", "CstorchError", "StaticGraphError", "MaterializationError",
     "UnsupportedOpError", "UnsupportedDTypeError", "CaptureError",
 ]

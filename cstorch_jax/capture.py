@@ -13,7 +13,8 @@
 
 The result's graph takes `(*state, *batch)` and returns
 `(*new values of the mutated state, *outputs)`; state that the step does not change is
-not returned, so the executable neither copies nor donates it.
+not returned, so the executable neither copies nor donates it, and state it does not
+touch at all is marked unused, so the executable does not even take it.
 """
 from __future__ import annotations
 
@@ -69,7 +70,14 @@ class CapturedGraph:
     batch_specs: tuple[TensorSpec, ...]
     output_specs: tuple[TensorSpec, ...]
     mutated: tuple[int, ...]  # indices of the state inputs whose new values are returned first
+    unused: tuple[int, ...]  # indices of the state inputs the step neither reads nor writes
     graph_hash: str
+
+    @property
+    def read_only(self) -> tuple[int, ...]:
+        """Indices of the state inputs the step reads but does not change."""
+        skip = set(self.mutated) | set(self.unused)
+        return tuple(i for i in range(len(self.state_specs)) if i not in skip)
 
     @property
     def code(self) -> str:
@@ -219,6 +227,8 @@ def capture(
         tracing_mode="fake",
     )(*[s.detach() for s in state], *[b.detach() for b in batch])
     mutated = _clean(gm2, n_state)
+    state_nodes = [n for n in gm2.graph.nodes if n.op == "placeholder"][:n_state]
+    unused = tuple(i for i, n in enumerate(state_nodes) if not n.users and i not in mutated)
     out_node = next(n for n in gm2.graph.nodes if n.op == "output")
     out_vals = [a.meta["val"] for a in out_node.args[0]][len(mutated):]
     return CapturedGraph(
@@ -227,5 +237,6 @@ def capture(
         batch_specs=tuple(TensorSpec.of(b) for b in batch),
         output_specs=tuple(TensorSpec.of(v) for v in out_vals),
         mutated=mutated,
+        unused=unused,
         graph_hash=_graph_hash(gm2),
     )

@@ -59,27 +59,34 @@ def is_floating(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point
 
 
-def to_jax(t: torch.Tensor, name: str = "tensor") -> jax.Array:
-    """Copy a host torch tensor into a fresh device array (never aliases torch memory)."""
+def host_array(t: torch.Tensor, name: str = "tensor") -> np.ndarray:
+    """A fresh numpy copy of a torch tensor in the dtype the engine computes it in."""
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
     jdt = jax_dtype(t.dtype)
     if t.dtype == torch.bfloat16:
-        arr = t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
-    else:
-        arr = t.numpy()
-        if t.dtype == torch.int64:
-            if arr.size and (arr.min() < _INT32.min or arr.max() > _INT32.max):
-                raise UnsupportedDTypeError(
-                    f"{name} holds int64 values outside the int32 range "
-                    f"[{arr.min()}, {arr.max()}]; the XLA engine computes int64 as int32. "
-                    f"Keep integer data (labels, indices) below 2**31."
-                )
-            arr = arr.astype(np.int32)
-        else:
-            arr = np.array(arr, copy=True)
-    return jax.device_put(arr.astype(jdt, copy=False))
+        return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    arr = t.numpy()
+    if t.dtype == torch.int64:
+        if arr.size and (arr.min() < _INT32.min or arr.max() > _INT32.max):
+            raise UnsupportedDTypeError(
+                f"{name} holds int64 values outside the int32 range "
+                f"[{arr.min()}, {arr.max()}]; the XLA engine computes int64 as int32. "
+                f"Keep integer data (labels, indices) below 2**31."
+            )
+        return arr.astype(np.int32)
+    return np.array(arr, dtype=jdt, copy=True)
+
+
+def to_jax(t: torch.Tensor, name: str = "tensor") -> jax.Array:
+    """Copy a host torch tensor into a fresh device array (never aliases torch memory)."""
+    return jax.device_put(host_array(t, name))
+
+
+def to_jax_many(tensors, names) -> list:
+    """`to_jax` for several tensors in one transfer."""
+    return jax.device_put([host_array(t, n) for t, n in zip(tensors, names)])
 
 
 def to_numpy(a, dtype: torch.dtype) -> np.ndarray:

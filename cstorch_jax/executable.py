@@ -6,7 +6,8 @@ once. Its XLA program has the signature
     (mutated_state, kept_state, batch, rng_key) -> (new_mutated_state, outputs, next_rng_key)
 
 with `mutated_state` and `rng_key` donated: their buffers are reused for the new
-values, so state never exists twice on the device. The program never re-traces: a
+values, so state never exists twice on the device. `kept_state` is the state the step
+only reads; state it never touches is not an input. The program never re-traces: a
 batch of another shape or dtype is a `StaticGraphError` naming the argument and both
 shapes.
 """
@@ -41,7 +42,7 @@ class Executable:
         self.uses_rng = uses_rng(captured.module)
         n_state = len(captured.state_specs)
         mutated = captured.mutated
-        kept = tuple(i for i in range(n_state) if i not in set(mutated))
+        kept = captured.read_only  # unused state is not an input at all
         self.kept = kept
         graph_fn = to_jax_function(captured.module)
         n_mut = len(mutated)

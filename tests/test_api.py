@@ -171,3 +171,35 @@ def test_optimizer_validation():
     assert set(opt.state[p[0]]) == {"exp_avg", "exp_avg_sq", "beta1_power", "beta2_power"}  # preinitialised
     with pytest.raises(TypeError):
         cstorch.optim.Optimizer(p, {})  # abstract
+
+
+def test_state_the_step_never_touches_is_not_an_input():
+    """A second registered model and its optimizer are neither inputs of the executable nor
+    frozen into it: switching that model to eval mode is not a graph change."""
+    b = cstorch.backend("CSX")
+    torch.manual_seed(0)
+    used, other = nn.Linear(4, 2), nn.Linear(3, 3)
+    compiled = cstorch.compile(used, b)
+    cstorch.compile(other, b)
+    opt = cstorch.optim.SGD(used.parameters(), lr=0.1, momentum=0.9)
+    cstorch.optim.SGD(other.parameters(), lr=0.1, momentum=0.9)
+
+    @cstorch.trace
+    def step(x):
+        loss = compiled(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    loader = cstorch.utils.data.DataLoader(lambda: [torch.randn(2, 4)] * 3)
+    for i, x in enumerate(cstorch.utils.data.DataExecutor(loader, num_steps=3)):
+        if i == 1:
+            other.eval()
+        step(x)
+    captured = step.executable.captured
+    names = step.program.state.names
+    inputs = {names[i] for i in (*captured.mutated, *captured.read_only)}
+    assert inputs == {"model0.weight", "model0.bias", "optimizer0.state.0.momentum_buffer",
+                      "optimizer0.state.1.momentum_buffer"}
+    assert {names[i] for i in captured.unused} >= {"model1.weight", "model1.bias"}

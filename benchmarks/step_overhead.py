@@ -1,0 +1,368 @@
+"""Step overhead: cstorch's compiled CSX step next to a hand-written `jax.jit` step.
+
+    python -m benchmarks.step_overhead            # MLP + small GPT
+    python -m benchmarks.step_overhead --full     # GPT with 4 layers, d256, seq 128, vocab 2048
+    python -m benchmarks.step_overhead --quick    # tiny sizes, few steps (CI smoke run)
+
+For each model, one process measures side by side:
+
+* cstorch: the torch model from `benchmarks.models`, a `@cstorch.trace` training step
+  (forward, `loss.backward()`, `opt.step()`, `opt.zero_grad()`) with a cstorch
+  optimizer, driven by a `DataExecutor` on the CSX backend;
+* jax: the same model written in jax.numpy with the weights copied from the same
+  torch initialisation, the same loss, and the same optimizer math (the jnp rules
+  `cstorch_jax.optim.sgd_rule` / `adamw_rule`), as one `jax.jit` step that donates
+  the parameters and optimizer state.
+
+Both run the same sequence of batches. A step is timed from fetching its batch to
+having its loss on the host (`float(loss)`), so every step ends in a sync; for cstorch
+this includes the executor's per-step bookkeeping. Each side first runs warm-up steps
+(the first one traces and compiles), then rounds of steps alternate between the two
+so that drift in machine load hits both alike. Reported: median/min/max ms per step,
+the ratio cstorch/jax of the medians, the trace and compile seconds of each, and the
+loss of both after the same number of steps. The losses must agree (within --tol at
+every step and after training); otherwise the script exits with status 1. The ratios
+are measurements, never assertions.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import cstorch
+from cstorch_jax.optim import adamw_rule, sgd_rule
+
+from .models import GPT, MLP
+
+
+# --------------------------------------------------------------------------------------
+# The models in jax.numpy. `p` maps the torch parameter names to arrays.
+# --------------------------------------------------------------------------------------
+def _linear(p, name, x):
+    y = x @ p[f"{name}.weight"].T
+    bias = p.get(f"{name}.bias")
+    return y if bias is None else y + bias
+
+
+def _cross_entropy(logits, targets):
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, targets[:, None], axis=-1))
+
+
+def mlp_loss(p, x, y, *, n_layers):
+    h = x.reshape(x.shape[0], -1)
+    for i in range(n_layers):
+        h = _linear(p, f"layers.{i}", h)
+        if i < n_layers - 1:
+            h = jax.nn.relu(h)
+    return _cross_entropy(h, y)
+
+
+def _layer_norm(p, name, x, eps=1e-5):
+    mean = x.mean(-1, keepdims=True)
+    var = jnp.square(x - mean).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + eps) * p[f"{name}.weight"] + p[f"{name}.bias"]
+
+
+def gpt_loss(p, idx, targets, *, n_layers, n_heads):
+    B, T = idx.shape
+    x = p["wte.weight"][idx] + p["wpe.weight"][:T]
+    D = x.shape[-1]
+    Dh = D // n_heads
+    causal = jnp.tril(jnp.ones((T, T), dtype=bool))
+    for i in range(n_layers):
+        blk = f"blocks.{i}"
+        q, k, v = jnp.split(_linear(p, f"{blk}.attn.qkv", _layer_norm(p, f"{blk}.ln1", x)), 3, axis=-1)
+        q, k, v = (t.reshape(B, T, n_heads, Dh).transpose(0, 2, 1, 3) for t in (q, k, v))
+        att = (q @ k.swapaxes(-1, -2)) / math.sqrt(Dh)
+        att = jax.nn.softmax(jnp.where(causal, att, -jnp.inf), axis=-1)
+        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
+        x = x + _linear(p, f"{blk}.attn.proj", y)
+        h = jax.nn.gelu(_linear(p, f"{blk}.fc1", _layer_norm(p, f"{blk}.ln2", x)), approximate=False)
+        x = x + _linear(p, f"{blk}.fc2", h)
+    logits = _linear(p, "head", _layer_norm(p, "ln_f", x))
+    return _cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
+
+
+# --------------------------------------------------------------------------------------
+# The optimizers in jax.numpy: state init and update, on lists in torch parameter order.
+# --------------------------------------------------------------------------------------
+def sgd_init(params):
+    return [jnp.zeros_like(p) for p in params]
+
+
+def sgd_update(params, grads, bufs, lr, wd, *, momentum):
+    out = sgd_rule(params, grads, bufs, lr, wd, momentum=momentum, dampening=0.0, nesterov=False, maximize=False)
+    return out[: len(params)], out[len(params):]
+
+
+def adamw_init(params):
+    # beta powers start at 1.0; one distinct buffer each, since the state is donated
+    return ([jnp.zeros_like(p) for p in params], [jnp.zeros_like(p) for p in params],
+            [jnp.ones((), jnp.float32) for _ in params], [jnp.ones((), jnp.float32) for _ in params])
+
+
+def adamw_update(params, grads, state, lr, wd, *, betas, eps):
+    out = adamw_rule(params, grads, *state, lr, wd, beta1=betas[0], beta2=betas[1], eps=eps, l2=0.0,
+                     correct_bias=True)
+    n = len(params)
+    chunks = [out[i * n:(i + 1) * n] for i in range(5)]
+    return chunks[0], tuple(chunks[1:])
+
+
+# --------------------------------------------------------------------------------------
+# One benchmark case: the torch side and its jax twin.
+# --------------------------------------------------------------------------------------
+@dataclass
+class Case:
+    name: str
+    description: str
+    build_model: Callable[[], torch.nn.Module]
+    make_optimizer: Callable  # params -> cstorch optimizer
+    torch_loss: Callable  # (compiled_model, *batch) -> loss
+    jax_loss: Callable  # (param_dict, *batch) -> loss
+    opt_init: Callable  # param_list -> opt_state
+    opt_update: Callable  # (params, grads, opt_state, lr, wd) -> (params, opt_state)
+    lr: float
+    weight_decay: float
+    batches: list = field(default_factory=list)  # list of tuples of torch tensors
+
+
+def mlp_case(quick: bool, n_batches: int) -> Case:
+    sizes, batch, lr, momentum = ((784, 64, 64, 10), 16, 0.01, 0.9) if quick else ((784, 512, 512, 10), 128, 0.01, 0.9)
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(batch, 1, 28, 28, generator=g), torch.randint(0, 10, (batch,), generator=g))
+               for _ in range(n_batches)]
+    return Case(
+        name="MLP",
+        description=f"{'-'.join(map(str, sizes))} b{batch} SGD(lr={lr}, momentum={momentum})",
+        build_model=lambda: MLP(sizes),
+        make_optimizer=lambda ps: cstorch.optim.SGD(ps, lr=lr, momentum=momentum),
+        torch_loss=lambda model, x, y: F.cross_entropy(model(x), y),
+        jax_loss=lambda p, x, y: mlp_loss(p, x, y, n_layers=len(sizes) - 1),
+        opt_init=sgd_init,
+        opt_update=lambda ps, gs, st, lr_, wd: sgd_update(ps, gs, st, lr_, wd, momentum=momentum),
+        lr=lr, weight_decay=0.0, batches=batches,
+    )
+
+
+def gpt_case(quick: bool, full: bool, n_batches: int) -> Case:
+    if quick:
+        cfg = dict(n_layers=1, d_model=32, n_heads=2, seq=16, vocab=64)
+        batch = 2
+    elif full:
+        cfg = dict(n_layers=4, d_model=256, n_heads=4, seq=128, vocab=2048)
+        batch = 8
+    else:
+        cfg = dict(n_layers=2, d_model=128, n_heads=4, seq=64, vocab=512)
+        batch = 8
+    lr, wd, betas, eps = 1e-3, 0.01, (0.9, 0.999), 1e-6
+    g = torch.Generator().manual_seed(2)
+    batches = []
+    for _ in range(n_batches):
+        tokens = torch.randint(0, cfg["vocab"], (batch, cfg["seq"] + 1), generator=g)
+        batches.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
+    return Case(
+        name="GPT",
+        description=(f"L{cfg['n_layers']} d{cfg['d_model']} h{cfg['n_heads']} seq{cfg['seq']} "
+                     f"vocab{cfg['vocab']} b{batch} AdamW(lr={lr}, wd={wd})"),
+        build_model=lambda: GPT(vocab=cfg["vocab"], seq=cfg["seq"], d_model=cfg["d_model"], n_heads=cfg["n_heads"],
+                                n_layers=cfg["n_layers"], dropout=0.0),
+        make_optimizer=lambda ps: cstorch.optim.AdamW(ps, lr=lr, betas=betas, eps=eps, weight_decay=wd),
+        torch_loss=lambda model, idx, targets: model(idx, targets),
+        jax_loss=lambda p, idx, targets: gpt_loss(p, idx, targets, n_layers=cfg["n_layers"], n_heads=cfg["n_heads"]),
+        opt_init=adamw_init,
+        opt_update=lambda ps, gs, st, lr_, wd_: adamw_update(ps, gs, st, lr_, wd_, betas=betas, eps=eps),
+        lr=lr, weight_decay=wd, batches=batches,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Running one case.
+# --------------------------------------------------------------------------------------
+@dataclass
+class Side:
+    times: list = field(default_factory=list)  # seconds per timed step
+    losses: list = field(default_factory=list)  # loss of every step, warm-up included
+    trace_s: float = 0.0
+    compile_s: float = 0.0
+    eval_loss: float = float("nan")  # loss of the trained parameters on batch 0
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.numpy().astype(np.int32) if t.dtype == torch.int64 else t.numpy()
+
+
+def run_case(case: Case, backend, warmup: int, rounds: int, steps_per_round: int) -> tuple[Side, Side]:
+    torch.manual_seed(0)
+    model = case.build_model()
+    names = [n for n, _ in model.named_parameters()]
+    init = [p.detach().numpy().copy() for p in model.parameters()]
+    total = warmup + rounds * steps_per_round
+    n_batches = len(case.batches)
+
+    # ---- cstorch ----
+    compiled = cstorch.compile(model, backend)
+    optimizer = case.make_optimizer(model.parameters())
+
+    @cstorch.trace
+    def cs_step(*batch):
+        loss = case.torch_loss(compiled, *batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    # ---- jax ----
+    def jax_step(params, opt_state, batch, lr, wd):
+        loss, grads = jax.value_and_grad(lambda ps: case.jax_loss(dict(zip(names, ps)), *batch))(params)
+        params, opt_state = case.opt_update(params, grads, opt_state, lr, wd)
+        return params, opt_state, loss
+
+    jx_step = jax.jit(jax_step, donate_argnums=(0, 1))
+    params = [jnp.asarray(a) for a in init]
+    opt_state = case.opt_init(params)
+    lr, wd = jnp.float32(case.lr), jnp.float32(case.weight_decay)
+    np_batches = [tuple(_to_numpy(t) for t in b) for b in case.batches]
+
+    cs, jx = Side(), Side()
+    t0 = time.perf_counter()
+    lowered = jx_step.trace(params, opt_state, np_batches[0], lr, wd).lower()
+    t1 = time.perf_counter()
+    lowered.compile()  # jx_step's own cache reuses this compilation
+    jx.trace_s, jx.compile_s = t1 - t0, time.perf_counter() - t1
+
+    def run_jax(n: int, timed: bool) -> None:
+        nonlocal params, opt_state
+        for _ in range(n):
+            start = time.perf_counter()
+            batch = np_batches[len(jx.losses) % n_batches]
+            params, opt_state, loss = jx_step(params, opt_state, batch, lr, wd)
+            value = float(loss)
+            if timed:
+                jx.times.append(time.perf_counter() - start)
+            jx.losses.append(value)
+
+    # cstorch steps: one DataExecutor run over every step; the jax rounds run between
+    # them. A cstorch step's time covers next(executor) (the previous step's
+    # bookkeeping and fetching the batch), the step call and `float(loss)`.
+    loader = cstorch.utils.data.DataLoader(lambda: list(case.batches))
+    executor = iter(cstorch.utils.data.DataExecutor(loader, num_steps=total))
+
+    def run_cstorch(n: int, timed: bool) -> None:
+        for _ in range(n):
+            start = time.perf_counter()
+            batch = next(executor)
+            loss = cs_step(*batch)
+            value = float(loss)
+            if timed:
+                cs.times.append(time.perf_counter() - start)
+            cs.losses.append(value)
+
+    run_cstorch(warmup, timed=False)
+    run_jax(warmup, timed=False)
+    for _ in range(rounds):
+        run_cstorch(steps_per_round, timed=True)
+        run_jax(steps_per_round, timed=True)
+    for _ in executor:  # ends the run: the trained values are copied into the torch model
+        raise AssertionError("the executor ran more steps than asked")
+
+    prog = cs_step.program
+    cs.trace_s = prog.trace_seconds + prog.executable.lower_seconds
+    cs.compile_s = prog.executable.compile_seconds
+
+    # The loss of the trained parameters on batch 0: eager torch on the host model
+    # (cstorch leaves the trained values there) and the jax function on jax's params.
+    with torch.no_grad():
+        cs.eval_loss = float(case.torch_loss(model, *case.batches[0]))
+    jx.eval_loss = float(jax.jit(lambda ps, b: case.jax_loss(dict(zip(names, ps)), *b))(params, np_batches[0]))
+    return cs, jx
+
+
+# --------------------------------------------------------------------------------------
+def _ms(xs):
+    xs = [x * 1e3 for x in xs]
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="tiny models and few steps (CI)")
+    size.add_argument("--full", action="store_true", help="GPT with 4 layers, d_model 256, seq 128, vocab 2048")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps per side before timing (default 10)")
+    p.add_argument("--rounds", type=int, default=None, help="alternating timed rounds (default 10)")
+    p.add_argument("--steps-per-round", type=int, default=None, help="timed steps per side per round (default 10)")
+    p.add_argument("--tol", type=float, default=1e-4, help="allowed |loss difference| (relative above 1)")
+    p.add_argument("--models", default="MLP,GPT", help="comma-separated subset of MLP,GPT")
+    args = p.parse_args(argv)
+    quick_defaults, defaults = (2, 3, 3), (10, 10, 10)
+    for name, q, d in zip(("warmup", "rounds", "steps_per_round"), quick_defaults, defaults):
+        if getattr(args, name) is None:
+            setattr(args, name, q if args.quick else d)
+    if args.warmup < 1 or args.rounds < 1 or args.steps_per_round < 1:
+        p.error("--warmup, --rounds and --steps-per-round must be >= 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    wanted = [m.strip().upper() for m in args.models.split(",") if m.strip()]
+    unknown = sorted(set(wanted) - {"MLP", "GPT"})
+    if unknown:
+        sys.exit(f"error: unknown model(s) {unknown}; choose from MLP, GPT")
+    backend = cstorch.backend("CSX")
+    n_batches = 8
+    cases = []
+    if "MLP" in wanted:
+        cases.append(mlp_case(args.quick, n_batches))
+    if "GPT" in wanted:
+        cases.append(gpt_case(args.quick, args.full, n_batches))
+
+    total = args.warmup + args.rounds * args.steps_per_round
+    print(f"step overhead: cstorch CSX step vs hand-written jax.jit step "
+          f"(jax {jax.__version__} on {jax.devices()[0].platform}, torch {torch.__version__})")
+    print(f"{args.warmup} warm-up steps per side, then {args.rounds} alternating rounds of "
+          f"{args.steps_per_round} timed steps per side; every step ends in a sync; {total} steps in all\n")
+    header = (f"{'model':<6} {'impl':<8} {'median ms':>9} {'min ms':>8} {'max ms':>8} {'trace s':>8} "
+              f"{'compile s':>9} {f'loss @{total}':>11} {'trained loss':>12}")
+    rows, failures = [], []
+    for case in cases:
+        cs, jx = run_case(case, backend, args.warmup, args.rounds, args.steps_per_round)
+        rows.append((case, cs, jx))
+    print(header)
+    print("-" * len(header))
+    for case, cs, jx in rows:
+        for impl, side in (("cstorch", cs), ("jax.jit", jx)):
+            med, lo, hi = _ms(side.times)
+            print(f"{case.name:<6} {impl:<8} {med:9.3f} {lo:8.3f} {hi:8.3f} {side.trace_s:8.2f} "
+                  f"{side.compile_s:9.2f} {side.losses[-1]:11.6f} {side.eval_loss:12.6f}")
+        ratio = _ms(cs.times)[0] / _ms(jx.times)[0]
+        diffs = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(cs.losses, jx.losses)]
+        diffs.append(abs(cs.eval_loss - jx.eval_loss) / max(1.0, abs(jx.eval_loss)))
+        worst = max(d if math.isfinite(d) else math.inf for d in diffs)
+        ok = worst <= args.tol
+        print(f"{case.name:<6} ratio cstorch/jax (median): {ratio:.2f}x   |loss diff| max over "
+              f"{len(cs.losses)} steps and trained loss: {worst:.2e} ({'OK' if ok else 'MISMATCH'}, tol {args.tol:g})")
+        print(f"{'':<6} {case.description}")
+        if not ok:
+            failures.append(case.name)
+    if failures:
+        print(f"\nFAILED: cstorch and jax losses disagree for {', '.join(failures)} (tolerance {args.tol:g})")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
