@@ -83,3 +83,36 @@ def test_batchnorm_running_stats_follow_eager():
     for k in ("bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked"):
         assert not torch.equal(cpu_model[k], model.state_dict()[k]), k
         assert_close_rel(csx_model[k], cpu_model[k], what=k)
+
+
+class TiedLM(torch.nn.Module):
+    """Embedding and output head share one weight (as GPT-2 does)."""
+
+    def __init__(self, vocab=32, d=16):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.mix = torch.nn.Linear(d, d)
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, idx, targets):
+        logits = self.head(torch.tanh(self.mix(self.emb(idx))))
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adamw"])
+def test_tied_weights_are_one_state_tensor(opt_name):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randint(0, 32, (4, 8), generator=g), torch.randint(0, 32, (4, 8), generator=g))
+               for _ in range(10)]
+    model = TiedLM()
+    loss_fn = lambda m, x, y: m(x, y)  # noqa: E731
+    cpu_losses, cpu_model, _, _ = train("CPU", model, batches, opt_name, loss_fn)
+    csx_losses, csx_model, _, step = train("CSX", model, batches, opt_name, loss_fn)
+    assert_close_rel(torch.tensor(csx_losses), torch.tensor(cpu_losses), what="losses")
+    for k in cpu_model:
+        assert_close_rel(csx_model[k], cpu_model[k], what=k)
+    assert csx_model["emb.weight"].data_ptr() == csx_model["head.weight"].data_ptr()  # still tied after the run
+    names = step.program.state.names
+    assert sum("emb.weight" in n or "head.weight" in n for n in names) == 1
