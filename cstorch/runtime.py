@@ -147,9 +147,6 @@ class RunState:
             args, kwargs = materialize((p.args, p.kwargs))
             p.fn(*args, **kwargs)
 
-    def sync_state_to_host(self) -> None:
-        if self._device_state is not None:
-            self._device_state.sync_to_host()
 
 
 def wrap_outputs(arrays: list, specs) -> list[Any]:

@@ -99,7 +99,6 @@ class TracedStep:
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         static_leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
-        n_scalars = len(state.scalar_names)
         recorder = ClosureRecorder()
         out_info: dict[str, Any] = {}
 

@@ -25,9 +25,6 @@ class DeviceState:
         self._dirty: set[int] = set()
         self.rng_key = jax.random.key_data(jax.random.key(seed))
 
-    def reseed(self, seed: int) -> None:
-        self.rng_key = jax.random.key_data(jax.random.key(seed))
-
     def arrays(self, tensors: Sequence[torch.Tensor], specs: Sequence[TensorSpec], names: Sequence[str]):
         """Device arrays of host tensors (uploaded on first use in a run)."""
         out = []
@@ -64,6 +61,3 @@ class DeviceState:
         self.sync_to_host()
         self._arrays.clear()
         self._tensors.clear()
-
-    def block_until_ready(self) -> None:
-        jax.block_until_ready(list(self._arrays.values()))

@@ -12,7 +12,6 @@ import operator
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 import torch
 from torch.fx.node import map_arg
 
@@ -99,8 +98,3 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
         raise CaptureError("graph has no output node")
 
     return run
-
-
-def scalar_or_array(x):
-    """Python scalars stay weakly typed; arrays pass through."""
-    return x if isinstance(x, (int, float, bool)) else jnp.asarray(x)
