@@ -29,6 +29,7 @@ import torch
 from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch._subclasses.fake_tensor import is_fake
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -149,6 +150,22 @@ def _graph_hash(gm: torch.fx.GraphModule) -> str:
     return h.hexdigest()
 
 
+_DYNAMIC_SHAPE_HINT = (
+    "the step computes a tensor whose shape depends on tensor values (boolean-mask indexing "
+    "such as x[mask], nonzero, unique, ...). A compiled step has static shapes: keep the "
+    "full shape and select with torch.where(mask, a, b), masked_fill, or a multiplication by "
+    "the mask instead."
+)
+
+
+def _require_static_shapes(gm: torch.fx.GraphModule) -> None:
+    for node in gm.graph.nodes:
+        vals = node.meta.get("val")
+        for v in vals if isinstance(vals, (tuple, list)) else [vals]:
+            if isinstance(v, torch.Tensor) and not all(isinstance(d, int) for d in v.shape):
+                raise CaptureError(f"{_DYNAMIC_SHAPE_HINT} (ATen op {node.target}, shape {tuple(v.shape)})")
+
+
 def _is_mutating(target) -> bool:
     schema = getattr(target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
@@ -212,6 +229,8 @@ def capture(
     try:
         with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
             gm1 = make_fx(stage1, tracing_mode="fake")(*leaves, *batch_leaves)
+    except GuardOnDataDependentSymNode as e:
+        raise CaptureError(_DYNAMIC_SHAPE_HINT) from e
     except (AssertionError, RuntimeError) as e:
         if "convert all Tensors to FakeTensors" not in str(e):
             raise
@@ -227,6 +246,7 @@ def capture(
         tracing_mode="fake",
     )(*[s.detach() for s in state], *[b.detach() for b in batch])
     mutated = _clean(gm2, n_state)
+    _require_static_shapes(gm2)
     state_nodes = [n for n in gm2.graph.nodes if n.op == "placeholder"][:n_state]
     unused = tuple(i for i, n in enumerate(state_nodes) if not n.users and i not in mutated)
     out_node = next(n for n in gm2.graph.nodes if n.op == "output")

@@ -185,3 +185,20 @@ def test_int64_outside_int32_range_is_refused():
 def test_float64_is_refused():
     with pytest.raises(cstorch_jax.UnsupportedDTypeError, match="float64"):
         cstorch_jax.jit(lambda x: x + 1)(torch.randn(3, dtype=torch.float64))
+
+
+def test_data_dependent_shapes_are_refused_with_a_fix():
+    x, mask = torch.randn(3, 5), torch.rand(5) > 0.5
+
+    def masked_add(a, m):
+        a = a.clone()
+        a[:, m] += 1.0
+        return a
+
+    for fn, args in [(lambda a, m: a[:, m], (x, mask)), (masked_add, (x, mask)),
+                     (lambda a: torch.nonzero(a), (x,))]:
+        with pytest.raises(cstorch.CstorchError, match="torch.where"):
+            cstorch_jax.jit(fn)(*args)
+    # the static-shape spelling of the same update works
+    got = cstorch_jax.jit(lambda a, m: torch.where(m, a + 1.0, a))(x, mask)
+    assert torch.equal(got, masked_add(x, mask))

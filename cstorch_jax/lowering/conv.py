@@ -152,7 +152,8 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     best = jnp.full(x.shape[:-2] + (OH, OW), low)
     best_idx = jnp.broadcast_to(jnp.asarray(first, jnp.int32), best.shape)
     for v, ix, ok in zip(vals, idxs, valid):
-        take = jnp.asarray(ok) & ((v > best) | jnp.isnan(v) if floating else v > best)
+        bigger = ((v > best) | jnp.isnan(v)) if floating else v > best
+        take = jnp.asarray(ok) & bigger
         best = jnp.where(take, v, best)
         best_idx = jnp.where(take, jnp.asarray(ix, jnp.int32), best_idx)
     return best, best_idx

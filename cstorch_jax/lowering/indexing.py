@@ -25,30 +25,33 @@ def gather(x, dim, index, sparse_grad=False):
     return x[_index_grid(index, dim)]
 
 
-def _src_like(src, index):
-    if isinstance(src, (int, float, bool)) or src.ndim == 0:
-        return src
-    return src[tuple(slice(0, n) for n in index.shape)]
+def _src_like(src, index, dtype):
+    """The part of `src` that `index` addresses (src may be larger), in the destination's
+    dtype, as torch converts it (jnp scatters refuse unsafe casts such as int -> bool)."""
+    src = jnp.asarray(src)
+    if src.ndim:
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return src.astype(dtype)
 
 
 @register(aten.scatter.src, aten.scatter.value)
 def scatter(x, dim, index, src):
     if x.ndim == 0:
-        return jnp.broadcast_to(jnp.asarray(_src_like(src, index), x.dtype), x.shape) if index.size else x
-    return x.at[_index_grid(index, dim % x.ndim)].set(_src_like(src, index))
+        return jnp.broadcast_to(_src_like(src, index, x.dtype), x.shape) if index.size else x
+    return x.at[_index_grid(index, dim % x.ndim)].set(_src_like(src, index, x.dtype))
 
 
 @register(aten.scatter_add.default)
 def scatter_add(x, dim, index, src):
     if x.ndim == 0:
-        return x + jnp.sum(_src_like(src, index)) if index.size else x
-    return x.at[_index_grid(index, dim % x.ndim)].add(_src_like(src, index))
+        return x + jnp.sum(_src_like(src, index, x.dtype)) if index.size else x
+    return x.at[_index_grid(index, dim % x.ndim)].add(_src_like(src, index, x.dtype))
 
 
 @register(aten.scatter_reduce.two)
 def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
     grid = _index_grid(index, dim % x.ndim)
-    src = _src_like(src, index)
+    src = _src_like(src, index, x.dtype)
     if reduce == "sum":
         base = x if include_self else x.at[grid].set(0)
         return base.at[grid].add(src)
@@ -56,7 +59,10 @@ def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
         base = x if include_self else x.at[grid].set(1)
         return base.at[grid].multiply(src)
     if reduce in ("amax", "amin"):
-        fill = -jnp.inf if reduce == "amax" else jnp.inf
+        if jnp.issubdtype(x.dtype, jnp.inexact):
+            fill = -jnp.inf if reduce == "amax" else jnp.inf
+        else:
+            fill = jnp.iinfo(x.dtype).min if reduce == "amax" else jnp.iinfo(x.dtype).max
         base = x if include_self else x.at[grid].set(fill)
         return base.at[grid].max(src) if reduce == "amax" else base.at[grid].min(src)
     if reduce == "mean":
@@ -118,4 +124,8 @@ def _index_put_mask(x, indices, values, accumulate):
 
 @register(aten.index_select.default)
 def index_select(x, dim, index):
-    return jnp.take(x, index, axis=dim % max(x.ndim, 1)) if x.ndim else x.reshape(index.shape)
+    """A 0-d index selects like a 1-element one (the dim stays, with size 1); a 0-d x
+    stays 0-d."""
+    if x.ndim == 0:
+        return x
+    return jnp.take(x, index.reshape(-1), axis=dim % x.ndim)

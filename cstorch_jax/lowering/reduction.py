@@ -130,8 +130,15 @@ def argmin(x, dim=None, keepdim=False):
 
 @register(aten.var.correction)
 def var(x, dim=None, *, correction=None, keepdim=False):
+    """sum((x - mean)**2) / max(0, N - correction), as torch: a correction >= N gives inf
+    (or NaN for a constant x), where jnp.var would divide by a negative count."""
+    axes = _axes(x, dim)
+    n = 1
+    for a in (range(x.ndim) if axes is None else axes):
+        n *= x.shape[a]
     ddof = 1 if correction is None else correction
-    return jnp.var(x, axis=_axes(x, dim), ddof=ddof, keepdims=keepdim)
+    centered = x - jnp.mean(x, axis=axes, keepdims=True)
+    return jnp.sum(jnp.square(centered), axis=axes, keepdims=keepdim) / max(0, n - ddof)
 
 
 @register(aten.var_mean.correction)

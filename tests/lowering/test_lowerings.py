@@ -1,0 +1,54 @@
+"""The ATen -> jax.numpy lowerings, each checked against eager torch.
+
+Every sample is a small torch function run twice: eagerly, and through
+`cstorch_jax.jit` (make_fx -> functionalize -> core ATen -> the lowering table -> one
+XLA executable). Results must match: float32 to rtol = atol = 1e-5, integers and bools
+exactly, same dtypes and shapes. Each jit sample names the ATen ops it is meant to
+exercise, and the test checks that they are really in the captured graph.
+
+Gradient samples call `backward()` inside the compiled function on
+`sum(output * cotangent)` with a random cotangent per output (so a permuted or
+misrouted gradient cannot pass), and return the outputs and the `.grad` of every
+argument that requires grad.
+
+Ops that never reach a captured graph, because the capture's core-ATen decomposition
+rewrites them into other ops, are checked by calling their lowering directly on jax
+arrays (test_direct_lowerings.py), whose `test_every_lowering_is_sampled` keeps the lists
+complete: every op registered by the pointwise, reduction, shape, creation, linalg,
+conv, nn and indexing families must be named by some sample.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cstorch_jax
+import samples  # noqa: F401  (fills CASES)
+from harness import CASES, INF, Case, assert_same, check, check_grad
+
+# a lowering must not lean on jnp's deprecated unsafe casts in scatters (an error in future JAX)
+pytestmark = [
+    pytest.mark.filterwarnings("error:scatter inputs have incompatible types:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:var\\(\\):UserWarning"),  # "degrees of freedom <= 0": asked for on purpose
+]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("c", [c.param() for c in CASES])
+def test_lowering_matches_torch(c: Case):
+    (check_grad if c.grad else check)(c.fn, *c.make_args(), ops=c.ops)
+
+
+def test_max_pool_indices_never_point_into_padding():
+    """An all -inf window (padding included) points at its first in-bounds element, so
+    the backward scatters into the input plane only."""
+    x = torch.full((1, 1, 3, 3), -INF)
+    out, idx = cstorch_jax.jit(lambda t: F.max_pool2d_with_indices(t, 3, 2, 1, ceil_mode=True))(x)
+    want_out, want_idx = F.max_pool2d_with_indices(x, 3, 2, 1, ceil_mode=True)
+    assert_same((out, idx), (want_out, want_idx))
+    assert int(idx.min()) >= 0 and int(idx.max()) < 9
