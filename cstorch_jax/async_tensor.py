@@ -44,6 +44,19 @@ class DeferredTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents=None) -> str:
         return repr(self.materialize())
 
+    # direct paths for the common host reads (skip the dispatcher round trip)
+    def item(self):
+        return self.materialize().item()
+
+    def __float__(self):
+        return float(self.materialize())
+
+    def __int__(self):
+        return int(self.materialize())
+
+    def __bool__(self):
+        return bool(self.materialize())
+
     def numpy(self, *, force: bool = False):
         return self.materialize().numpy()
 

@@ -62,3 +62,15 @@ def test_graph_hash_changes_with_a_baked_constant():
     b = cstorch_jax.jit(lambda x: x * 0.25).executable(torch.ones(2)).graph_hash
     c = cstorch_jax.jit(lambda x: x * 0.5).executable(torch.ones(2)).graph_hash
     assert a != b and a == c
+
+
+def test_deferred_tensor_host_reads():
+    from cstorch_jax import DeferredTensor, to_jax
+
+    d = DeferredTensor(to_jax(torch.tensor(2.5)), torch.float32)
+    assert d.shape == () and d.dtype == torch.float32
+    assert d.item() == 2.5 and float(d) == 2.5 and int(d) == 2 and bool(d)
+    assert torch.equal(d + 1, torch.tensor(3.5))  # any torch op materialises it
+    assert "2.5" in repr(d)
+    i = DeferredTensor(to_jax(torch.tensor([1, 2], dtype=torch.int64)), torch.int64)
+    assert i.tolist() == [1, 2] and i.materialize().dtype == torch.int64
