@@ -203,3 +203,39 @@ def test_state_the_step_never_touches_is_not_an_input():
     assert inputs == {"model0.weight", "model0.bias", "optimizer0.state.0.momentum_buffer",
                       "optimizer0.state.1.momentum_buffer"}
     assert {names[i] for i in captured.unused} >= {"model1.weight", "model1.bias"}
+
+
+def test_two_runs_reuse_one_executable_and_continue_like_eager():
+    from cstorch._backend import _reset_backend
+
+    results = {}
+    for kind in ("CPU", "CSX"):
+        _reset_backend()
+        torch.manual_seed(0)
+        b = cstorch.backend(kind)
+        model = nn.Linear(4, 2)
+        compiled = cstorch.compile(model, b)
+        opt = cstorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        traces = []
+
+        @cstorch.trace
+        def step(x):
+            traces.append(1)
+            loss = compiled(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        g = torch.Generator().manual_seed(1)
+        batches = [torch.randn(3, 4, generator=g) for _ in range(4)]
+        loader = cstorch.utils.data.DataLoader(lambda: batches)
+        for _ in range(2):  # two runs; the host holds the state in between
+            for x in cstorch.utils.data.DataExecutor(loader, num_steps=4):
+                step(x)
+            with torch.no_grad():
+                model.weight.mul_(0.5)  # a host-side change between runs is picked up by the next run
+        results[kind] = (len(traces), {k: v.clone() for k, v in model.state_dict().items()})
+    assert results["CPU"][0] == 8 and results["CSX"][0] == 1
+    for k, v in results["CPU"][1].items():
+        torch.testing.assert_close(results["CSX"][1][k], v, rtol=1e-5, atol=1e-6)
