@@ -38,14 +38,8 @@ class AdamW(Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params = self._with_grads(group)
-            if not params:
-                continue
+        loss = self._call_closure(closure)
+        for group, params in self._groups_with_grads():
             st = [self.state[p] for p in params]
             lists = [[s[k] for s in st] for k in ("exp_avg", "exp_avg_sq", "beta1_power", "beta2_power")]
             beta1, beta2 = group["betas"]
@@ -53,6 +47,5 @@ class AdamW(Optimizer):
                 params, [p.grad for p in params], *lists, as_tensor(group["lr"]), as_tensor(group["weight_decay"]),
                 float(beta1), float(beta2), float(group["eps"]), 0.0, bool(group["correct_bias"]),
             )
-            for t, n in zip([*params, *[t for ts in lists for t in ts]], new):
-                t.copy_(n)
+            self._write_back([*params, *(t for ts in lists for t in ts)], new)
         return loss

@@ -66,6 +66,24 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
             warnings.warn("zero_grad(set_to_none=False) is slower and gives the same result; prefer the default")
         super().zero_grad(set_to_none=set_to_none)
 
+    # -- helpers for step() implementations -------------------------------------------
     @staticmethod
-    def _with_grads(group):
-        return [p for p in group["params"] if p.grad is not None]
+    def _call_closure(closure):
+        """Re-evaluate the model with grad enabled, as torch.optim does."""
+        if closure is None:
+            return None
+        with torch.enable_grad():
+            return closure()
+
+    def _groups_with_grads(self):
+        """(group, params that have a gradient) for every group with at least one."""
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                yield group, params
+
+    @staticmethod
+    def _write_back(targets, values) -> None:
+        """Copy an update op's results into the parameter and state tensors, in place."""
+        for t, v in zip(targets, values):
+            t.copy_(v)

@@ -31,19 +31,12 @@ class SGD(Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params = self._with_grads(group)
-            if not params:
-                continue
+        loss = self._call_closure(closure)
+        for group, params in self._groups_with_grads():
             bufs = [self.state[p]["momentum_buffer"] for p in params] if group["momentum"] != 0 else []
             new = torch.ops.cstorch.sgd_update(
                 params, [p.grad for p in params], bufs, as_tensor(group["lr"]), as_tensor(group["weight_decay"]),
                 float(group["momentum"]), float(group["dampening"]), bool(group["nesterov"]), bool(group["maximize"]),
             )
-            for t, n in zip([*params, *bufs], new):
-                t.copy_(n)
+            self._write_back([*params, *bufs], new)
         return loss

@@ -15,17 +15,6 @@ from samples import INTS  # also fills CASES
 aten = torch.ops.aten
 FAMILIES = ("pointwise", "reduction", "shape", "creation", "linalg", "conv", "nn", "indexing")
 
-# a lowering must not lean on jnp's deprecated unsafe casts in scatters (an error in future JAX)
-pytestmark = [
-    pytest.mark.filterwarnings("error:scatter inputs have incompatible types:FutureWarning"),
-    pytest.mark.filterwarnings("ignore:var\\(\\):UserWarning"),  # "degrees of freedom <= 0": asked for on purpose
-]
-
-
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
 
 
 class Direct:

@@ -27,17 +27,6 @@ import cstorch_jax
 import samples  # noqa: F401  (fills CASES)
 from harness import CASES, INF, Case, assert_same, check, check_grad
 
-# a lowering must not lean on jnp's deprecated unsafe casts in scatters (an error in future JAX)
-pytestmark = [
-    pytest.mark.filterwarnings("error:scatter inputs have incompatible types:FutureWarning"),
-    pytest.mark.filterwarnings("ignore:var\\(\\):UserWarning"),  # "degrees of freedom <= 0": asked for on purpose
-]
-
-
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
 
 @pytest.mark.parametrize("c", [c.param() for c in CASES])
 def test_lowering_matches_torch(c: Case):
