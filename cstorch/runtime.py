@@ -73,7 +73,6 @@ class RunState:
         self.executors: list = []
         self.pending: list[PendingClosure] = []
         self.capturing: Optional[ClosureRecorder] = None
-        self.run_id = 0
         self._device_state: Optional[DeviceState] = None
 
     @property
@@ -89,7 +88,6 @@ class RunState:
     # -- lifecycle ------------------------------------------------------------------
     def start(self, executor) -> None:
         self.executors.append(executor)
-        self.run_id += 1
         if self._device_state is not None:
             self._device_state.reset()  # host tensors are the truth between runs
         self._run(lambda p: p.step is None)  # closures queued before the run
