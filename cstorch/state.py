@@ -73,9 +73,10 @@ class StepState:
         """The lifted hyper-parameters' current values."""
         return [float(self.optimizers[oi].param_groups[gi][key]) for oi, gi, key in self._scalar_slots]
 
-    def scalars(self) -> list[torch.Tensor]:
-        """The lifted hyper-parameters' current values as float32 0-d tensors."""
-        return [torch.tensor(v, dtype=torch.float32) for v in self.scalar_values()]
+    def scalars(self, values: list[float] | None = None) -> list[torch.Tensor]:
+        """The lifted hyper-parameters (their current values by default) as float32 0-d tensors."""
+        values = self.scalar_values() if values is None else values
+        return [torch.tensor(v, dtype=torch.float32) for v in values]
 
     def frozen(self) -> dict[str, object]:
         """Everything the graph was specialised on that is not a tensor input."""

@@ -54,6 +54,12 @@ class _Program:
         captured = executable.captured
         self.mutated = captured.mutated
         self.kept = executable.kept
+        # the state inputs in executable order (mutated first, then read-only), fixed at compile time
+        used = self.mutated + self.kept
+        self.used_tensors = [state.tensors[i] for i in used]
+        self.used_specs = [captured.state_specs[i] for i in used]
+        self.used_names = [state.names[i] for i in used]
+        self.mutated_tensors = self.used_tensors[: len(self.mutated)]
         self.scalar_specs = [TensorSpec((), torch.float32)] * len(state.scalar_names)
         self._scalar_cache: tuple[list[float], list] = ([], [])
 
@@ -61,8 +67,7 @@ class _Program:
         """Device copies of the lifted hyper-parameters, re-sent only when they change."""
         if values != self._scalar_cache[0]:
             names = [f"hyper-parameter {n}" for n in self.state.scalar_names]
-            tensors = [torch.tensor(v, dtype=torch.float32) for v in values]
-            self._scalar_cache = (values, to_jax_many(tensors, names))
+            self._scalar_cache = (values, to_jax_many(self.state.scalars(values), names))
         return self._scalar_cache[1]
 
 
@@ -163,13 +168,11 @@ class TracedStep:
         prog.executable.check_batch([TensorSpec.of(t) for t in batch] + prog.scalar_specs)
         ds = b.run.device_state
         captured = prog.executable.captured
-        used = prog.mutated + prog.kept
-        arrays = ds.arrays([prog.state.tensors[i] for i in used], [captured.state_specs[i] for i in used],
-                           [prog.state.names[i] for i in used])
+        arrays = ds.arrays(prog.used_tensors, prog.used_specs, prog.used_names)
         batch_arrays = to_jax_many(batch, names) + prog.scalar_arrays(prog.state.scalar_values())
         n_mut = len(prog.mutated)
         new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
-        ds.update([prog.state.tensors[i] for i in prog.mutated], new_mut)
+        ds.update(prog.mutated_tensors, new_mut)
         deferred = wrap_outputs(list(outs), captured.output_specs)
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]
         prog.recorder.replay(b.run, closure_values)

@@ -19,7 +19,8 @@ from .jit import JitFunction, jit
 from .runtime import DeviceState
 
 __all__ = [
-    "jit", "JitFunction", "capture", "CapturedGraph", "TensorSpec", "Executable",
-    "DeferredTensor", "materialize", "DeviceState", "to_jax", "to_jax_many", "to_torch", "CstorchError", "StaticGraphError", "MaterializationError",
-    "UnsupportedOpError", "UnsupportedDTypeError", "CaptureError",
+    "jit", "JitFunction", "capture", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
+    "DeferredTensor", "materialize", "to_jax", "to_jax_many", "to_torch",
+    "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
+    "CaptureError",
 ]
