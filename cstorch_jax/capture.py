@@ -8,8 +8,10 @@
    schema'd `_native_batch_norm_legit` and its running-stat updates are not lost;
    scaled-dot-product attention is forced to its MATH form, whose core-ATen
    decomposition keeps gradients right (the CPU flash kernel's does not).
+   Every traced op is tagged with the nn.Module it comes from (module_paths.py), so an
+   op that cannot be lowered is reported with its module path.
 2. pass 2: functionalize (every mutation and view becomes a pure op) and decompose
-   to core ATen.
+   to core ATen, replaying pass 1 node by node so the tags carry over.
 
 The result's graph takes `(*state, *batch)` and returns
 `(*new values of the mutated state, *outputs)`; state that the step does not change is
@@ -19,6 +21,7 @@ touch at all is marked unused, so the executable does not even take it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import operator
 import sys
@@ -26,15 +29,17 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
+import torch.fx.traceback as fx_traceback
 from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-from torch._subclasses.fake_tensor import is_fake
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, is_fake
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .errors import CaptureError, MaterializationError
+from .module_paths import record_module_paths
 
 aten = torch.ops.aten
 
@@ -158,6 +163,52 @@ _DYNAMIC_SHAPE_HINT = (
 )
 
 
+@contextlib.contextmanager
+def _data_dependence_is_an_error():
+    """Fake tracing's ways of saying "this needs tensor values" become cstorch errors."""
+    try:
+        yield
+    except (GuardOnDataDependentSymNode, DynamicOutputShapeException) as e:
+        raise CaptureError(f"{_DYNAMIC_SHAPE_HINT} ({str(e).splitlines()[0]})") from e
+    except DataDependentOutputException as e:
+        raise MaterializationError(
+            f"ATen op {e.func} returns a Python value computed from tensor values. " + _READ_HINT
+        ) from e
+
+
+# core-ATen decompositions that cstorch replaces by a direct lowering: torch's version
+# reads tensor values in Python, which a static graph cannot do
+_LOWERED_INSTEAD_OF_DECOMPOSED = (aten.take.default,)
+
+
+@functools.cache
+def decompositions() -> dict:
+    """The decomposition table of pass 2: torch's core-ATen table, minus the ops that
+    cstorch lowers directly."""
+    table = dict(core_aten_decompositions())
+    for op in _LOWERED_INSTEAD_OF_DECOMPOSED:
+        table.pop(op, None)
+    return table
+
+
+class _ContiguousLinalgInputs(torch.overrides.TorchFunctionMode):
+    """Pass 1: determinants factor a contiguous copy of their input.
+
+    Eager det/slogdet/logdet factor A or A^T depending on A's strides, and the backward
+    recorded in pass 1 hard-codes that choice; pass 2 makes every tensor contiguous, so a
+    non-contiguous input (x.mT) would get the other factorization and a wrong gradient.
+    The contiguous copy is numerically the same input."""
+
+    _FUNCS = {torch.det, torch.linalg.det, torch.logdet, torch.slogdet, torch.linalg.slogdet,
+              torch.Tensor.det, torch.Tensor.logdet, torch.Tensor.slogdet}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self._FUNCS and args and isinstance(args[0], torch.Tensor) and not args[0].is_contiguous():
+            args = (args[0].contiguous(), *args[1:])
+        return func(*args, **kwargs)
+
+
 def _require_static_shapes(gm: torch.fx.GraphModule) -> None:
     for node in gm.graph.nodes:
         vals = node.meta.get("val")
@@ -217,7 +268,7 @@ def capture(
 
     def stage1(*flat):
         st = list(flat[:n_state])
-        with no_host_reads():
+        with no_host_reads(), record_module_paths(), _ContiguousLinalgInputs():
             outs = list(fn(st, list(flat[n_state:])))
         for i, o in enumerate(outs):
             if not isinstance(o, torch.Tensor):
@@ -226,25 +277,27 @@ def capture(
 
     leaves = [s.detach().requires_grad_(s.requires_grad) for s in state]
     batch_leaves = [b.detach().requires_grad_(b.requires_grad) for b in batch]
-    try:
-        with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
-            gm1 = make_fx(stage1, tracing_mode="fake")(*leaves, *batch_leaves)
-    except GuardOnDataDependentSymNode as e:
-        raise CaptureError(_DYNAMIC_SHAPE_HINT) from e
-    except (AssertionError, RuntimeError) as e:
-        if "convert all Tensors to FakeTensors" not in str(e):
-            raise
-        raise CaptureError(
-            "the step reads a tensor that is neither one of its inputs nor registered state: a tensor "
-            "captured from an enclosing scope, or a module attribute that is not a registered parameter "
-            "or buffer. Pass it to the step as an argument, or register it on the module with "
-            "register_buffer() / nn.Parameter so it is lifted into the compiled step."
-        ) from e
-    gm2 = make_fx(
-        torch.func.functionalize(gm1, remove="mutations_and_views"),
-        decomposition_table=core_aten_decompositions(),
-        tracing_mode="fake",
-    )(*[s.detach() for s in state], *[b.detach() for b in batch])
+    with _data_dependence_is_an_error():
+        try:
+            with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
+                gm1 = make_fx(stage1, tracing_mode="fake")(*leaves, *batch_leaves)
+        except (AssertionError, RuntimeError) as e:
+            if "convert all Tensors to FakeTensors" not in str(e):
+                raise
+            raise CaptureError(
+                "the step reads a tensor that is neither one of its inputs nor registered state: a tensor "
+                "captured from an enclosing scope, or a module attribute that is not a registered parameter "
+                "or buffer. Pass it to the step as an argument, or register it on the module with "
+                "register_buffer() / nn.Parameter so it is lifted into the compiled step."
+            ) from e
+        # run gm1 node by node with metadata preserved, so derived ops keep their module paths
+        replay = lambda *args: torch.fx.Interpreter(gm1).run(*args)  # noqa: E731
+        with fx_traceback.preserve_node_meta():
+            gm2 = make_fx(
+                torch.func.functionalize(replay, remove="mutations_and_views"),
+                decomposition_table=decompositions(),
+                tracing_mode="fake",
+            )(*[s.detach() for s in state], *[b.detach() for b in batch])
     mutated = _clean(gm2, n_state)
     _require_static_shapes(gm2)
     state_nodes = [n for n in gm2.graph.nodes if n.op == "placeholder"][:n_state]

@@ -21,11 +21,14 @@ from .capture import TensorSpec, capture
 from .dtypes import to_jax, to_torch
 from .executable import Executable
 
+_TENSOR_SLOT = object()  # marks where a tensor output goes among the non-tensor output leaves
+
+
 class _Entry:
     def __init__(self, executable: Executable, out_spec, out_static: list):
         self.executable = executable
         self.out_spec = out_spec
-        self.out_static = out_static  # non-tensor output leaves (None marks a tensor slot)
+        self.out_static = out_static  # non-tensor output leaves, _TENSOR_SLOT for each tensor
 
 
 class JitFunction:
@@ -58,7 +61,7 @@ class JitFunction:
             args, kwargs = pytree.tree_unflatten(full, in_spec)
             out_leaves, out_spec = pytree.tree_flatten(self.fn(*args, **kwargs))
             out_info["spec"] = out_spec
-            out_info["static"] = [None if isinstance(o, torch.Tensor) else o for o in out_leaves]
+            out_info["static"] = [_TENSOR_SLOT if isinstance(o, torch.Tensor) else o for o in out_leaves]
             return [o for o in out_leaves if isinstance(o, torch.Tensor)]
 
         batch = [leaves[i] for i in tensor_pos]
@@ -86,7 +89,7 @@ class JitFunction:
         _, outs, self._key = entry.executable((), (), arrays, self._key)
         specs = entry.executable.captured.output_specs
         it = iter(to_torch(a, s.dtype) for a, s in zip(outs, specs))
-        out_leaves = [next(it) if s is None else s for s in entry.out_static]
+        out_leaves = [next(it) if s is _TENSOR_SLOT else s for s in entry.out_static]
         return pytree.tree_unflatten(out_leaves, entry.out_spec)
 
     @property

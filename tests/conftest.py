@@ -9,3 +9,8 @@ def fresh_backend():
     _reset_backend()
     yield
     _reset_backend()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=False,
+                     help="OpInfo tests: run every sample of every op (default: a fixed, seeded subset)")

@@ -81,3 +81,19 @@ def test_sdpa_gradients_are_right():
     F.scaled_dot_product_attention(q2, k2, v2, is_causal=True).square().sum().backward()
     for a, b in zip(got, (q2.grad, k2.grad, v2.grad)):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_determinant_gradients_of_non_contiguous_inputs():
+    """Regression: eager det/slogdet/logdet factor A or A^T depending on strides and the
+    recorded backward depends on that choice; the capture must not switch it."""
+
+    def f(x):
+        y = torch.linalg.det(x.mT) + torch.logdet(x.mT @ x + 3 * torch.eye(3)) + torch.linalg.slogdet(x.mT)[1]
+        y.sum().backward()
+        return y, x.grad
+
+    x = torch.randn(2, 3, 3, requires_grad=True)
+    got = cstorch_jax.jit(f)(x)
+    want = f(x.detach().clone().requires_grad_())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)

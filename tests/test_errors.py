@@ -172,9 +172,68 @@ def test_closed_over_tensor_gets_a_fix_it_message():
         cstorch_jax.jit(lambda x: x * w)(torch.randn(3))
 
 
-def test_unsupported_op_is_named():
-    with pytest.raises(cstorch.UnsupportedOpError, match="aten._linalg_eigh"):
-        cstorch_jax.jit(lambda x: torch.linalg.eigh(x)[0])(torch.eye(3))
+@torch.library.custom_op("cstorch_test::unlowered", mutates_args=())
+def _unlowered(x: torch.Tensor) -> torch.Tensor:
+    """An op with a torch kernel and no cstorch lowering (forward)."""
+    return x * 2
+
+
+@torch.library.custom_op("cstorch_test::unlowered_backward", mutates_args=())
+def _unlowered_backward(g: torch.Tensor) -> torch.Tensor:
+    """Its gradient: another op without a lowering, so it shows up in the backward pass only."""
+    return g * 2
+
+
+_unlowered.register_fake(lambda x: torch.empty_like(x))
+_unlowered_backward.register_fake(lambda g: torch.empty_like(g))
+_unlowered.register_autograd(lambda ctx, g: _unlowered_backward(g))
+
+
+class _Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return _unlowered(self.proj(x))
+
+
+class _Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(3, 3), _Inner()])
+
+    def forward(self, x):
+        return self.blocks[1](self.blocks[0](x))
+
+
+def test_unsupported_op_names_the_op_and_its_module_path():
+    """Forward ops name the module whose forward ran them; backward ops name the module
+    whose forward they differentiate. Nothing is compiled, nothing runs."""
+    torch.manual_seed(0)
+    model = _Outer()
+    compiled = cstorch.compile(model, cstorch.backend("CSX"))
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.1)
+
+    @cstorch.trace
+    def step(x, y):
+        loss = F.mse_loss(compiled(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    loader = _loader([(torch.randn(2, 3), torch.randn(2, 3))])
+    with pytest.raises(cstorch.UnsupportedOpError) as info:
+        for x, y in cstorch.utils.data.DataExecutor(loader, num_steps=1):
+            step(x, y)
+    msg = str(info.value)
+    assert "cstorch_test.unlowered.default, from _Outer.blocks.1\n" in msg, msg
+    assert "cstorch_test.unlowered_backward.default, from _Outer.blocks.1 (backward)" in msg, msg
+
+
+def test_unsupported_op_outside_a_module_says_so():
+    with pytest.raises(cstorch.UnsupportedOpError, match="unlowered.default, from the step function itself"):
+        cstorch_jax.jit(lambda x: _unlowered(x))(torch.ones(3))
 
 
 def test_int64_outside_int32_range_is_refused():

@@ -46,6 +46,20 @@ def test_backward_through_the_function():
     assert w.grad is None  # the caller's tensor is untouched
 
 
+def test_none_outputs_keep_their_places():
+    """A None among the outputs (the .grad of an unused input) is not a tensor slot."""
+
+    def f(x, unused):
+        (x * 2).sum().backward()
+        return x.grad, unused.grad, x + 1
+
+    x, unused = torch.randn(3, requires_grad=True), torch.randn(2, requires_grad=True)
+    grad_x, grad_unused, y = cstorch_jax.jit(f)(x, unused)
+    assert grad_unused is None
+    assert torch.equal(grad_x, torch.full((3,), 2.0))
+    assert_close_rel(y, x.detach() + 1)
+
+
 def test_int64_in_int64_out():
     out = cstorch_jax.jit(lambda i: i * 3 + 1)(torch.arange(5))
     assert out.dtype == torch.int64 and torch.equal(out, torch.arange(5) * 3 + 1)

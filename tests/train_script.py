@@ -48,13 +48,15 @@ def train(backend_type, model, batches, opt_name="sgd", loss_fn=None, seed=0):
     return losses, model.state_dict(), opt.state_dict(), train_step
 
 
-def assert_close_rel(actual, expected, rel=1e-5, what=""):
-    """|actual - expected| <= rel * max|expected| elementwise (relative to the tensor's scale)."""
+def assert_close_rel(actual, expected, rel=1e-5, what="", atol=0.0):
+    """|actual - expected| <= max(rel * max|expected|, atol) elementwise: relative to the
+    tensor's scale, with an optional absolute floor for tensors that are all near zero."""
     actual, expected = torch.as_tensor(actual), torch.as_tensor(expected)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     if not expected.is_floating_point():
         assert torch.equal(actual, expected), what
         return
     scale = expected.abs().max().clamp_min(1e-12)
-    err = (actual - expected).abs().max() / scale
-    assert err <= rel, f"{what}: relative error {err:.3g} > {rel}"
+    diff = (actual - expected).abs().max()
+    err = diff / scale
+    assert err <= rel or diff <= atol, f"{what}: relative error {err:.3g} > {rel} (max |diff| {diff:.3g})"

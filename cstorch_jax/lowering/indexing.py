@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from ..errors import UnsupportedOpError
@@ -19,6 +20,8 @@ def _index_grid(index, dim):
 
 @register(aten.gather.default)
 def gather(x, dim, index, sparse_grad=False):
+    if index.size == 0:  # torch accepts an empty index of any rank
+        return jnp.zeros(index.shape, x.dtype)
     if x.ndim == 0:
         return x.reshape(index.shape)
     dim = dim % x.ndim
@@ -36,44 +39,113 @@ def _src_like(src, index, dtype):
 
 @register(aten.scatter.src, aten.scatter.value)
 def scatter(x, dim, index, src):
+    if index.size == 0:
+        return x
     if x.ndim == 0:
-        return jnp.broadcast_to(_src_like(src, index, x.dtype), x.shape) if index.size else x
+        return jnp.broadcast_to(_src_like(src, index, x.dtype), x.shape)
     return x.at[_index_grid(index, dim % x.ndim)].set(_src_like(src, index, x.dtype))
 
 
 @register(aten.scatter_add.default)
 def scatter_add(x, dim, index, src):
+    if index.size == 0:
+        return x
     if x.ndim == 0:
-        return x + jnp.sum(_src_like(src, index, x.dtype)) if index.size else x
+        return x + jnp.sum(_src_like(src, index, x.dtype))
     return x.at[_index_grid(index, dim % x.ndim)].add(_src_like(src, index, x.dtype))
 
 
+def _scalar_as_vector(fn):
+    """torch scatters into a 0-d tensor as into its 1-element vector (dim 0 or -1); an
+    empty index (of any rank) changes nothing."""
+
+    def wrapped(x, dim, index, src, *args, **kwargs):
+        if index.size == 0:
+            return x
+        if x.ndim:
+            return fn(x, dim, index, src, *args, **kwargs)
+        src = jnp.asarray(src)
+        out = fn(x.reshape(1), 0, index.reshape(-1), src.reshape(-1) if src.ndim else src, *args, **kwargs)
+        return out.reshape(())
+
+    return wrapped
+
+
+def _reduce_identity(dtype, reduce):
+    """The value that leaves `reduce` unchanged (what include_self=False starts from)."""
+    if reduce in ("sum", "mean"):
+        return jnp.zeros((), dtype)
+    if reduce == "prod":
+        return jnp.ones((), dtype)
+    if dtype == jnp.bool_:
+        return jnp.array(reduce == "amin")
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return jnp.array(-jnp.inf if reduce == "amax" else jnp.inf, dtype)
+    info = jnp.iinfo(dtype)
+    return jnp.array(info.min if reduce == "amax" else info.max, dtype)
+
+
+def _reduce_into(x, where, src, reduce, include_self, op):
+    """`x` with `src` reduced into the positions `where` (a jnp index) with `reduce`
+    (sum, prod, mean, amax, amin); include_self=False reduces the addressed positions
+    without their old value. Integer means round down, as torch."""
+    if not include_self:
+        x = x.at[where].set(_reduce_identity(x.dtype, reduce))
+    if reduce == "sum":
+        return x.at[where].add(src)
+    if reduce == "prod":
+        return x.at[where].multiply(src)
+    if reduce == "amax":
+        return x.at[where].max(src)
+    if reduce == "amin":
+        return x.at[where].min(src)
+    if reduce == "mean":
+        count = jnp.ones(x.shape, jnp.int32)
+        if not include_self:
+            count = count.at[where].set(0)
+        count = count.at[where].add(jnp.ones(src.shape, jnp.int32))
+        total = x.at[where].add(src)
+        count = jnp.maximum(count, 1).astype(x.dtype)
+        if jnp.issubdtype(x.dtype, jnp.inexact):
+            return total / count
+        return jnp.floor_divide(total, count)
+    raise UnsupportedOpError(f"{op} with reduce={reduce!r}: cstorch supports sum, prod, mean, amax and amin")
+
+
 @register(aten.scatter_reduce.two)
+@_scalar_as_vector
 def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
     grid = _index_grid(index, dim % x.ndim)
-    src = _src_like(src, index, x.dtype)
-    if reduce == "sum":
-        base = x if include_self else x.at[grid].set(0)
-        return base.at[grid].add(src)
-    if reduce == "prod":
-        base = x if include_self else x.at[grid].set(1)
-        return base.at[grid].multiply(src)
-    if reduce in ("amax", "amin"):
-        if jnp.issubdtype(x.dtype, jnp.inexact):
-            fill = -jnp.inf if reduce == "amax" else jnp.inf
-        else:
-            fill = jnp.iinfo(x.dtype).min if reduce == "amax" else jnp.iinfo(x.dtype).max
-        base = x if include_self else x.at[grid].set(fill)
-        return base.at[grid].max(src) if reduce == "amax" else base.at[grid].min(src)
-    if reduce == "mean":
-        ones = jnp.ones_like(src, dtype=x.dtype)
-        count = jnp.ones_like(x) if include_self else jnp.zeros_like(x)
-        count = count.at[grid].add(ones)
-        base = x if include_self else x.at[grid].set(0)
-        total = base.at[grid].add(src)
-        out = total / jnp.maximum(count, 1)
-        return jnp.floor_divide(total, jnp.maximum(count, 1)) if not jnp.issubdtype(x.dtype, jnp.inexact) else out
-    raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}")
+    return _reduce_into(x, grid, _src_like(src, index, x.dtype), reduce, include_self, "scatter_reduce")
+
+
+_LEGACY_SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
+
+
+@register(aten.scatter.reduce, aten.scatter.value_reduce)
+@_scalar_as_vector
+def scatter_legacy_reduce(x, dim, index, src, *, reduce):
+    """scatter(..., reduce='add' | 'multiply'): scatter_reduce including self."""
+    if reduce not in _LEGACY_SCATTER_REDUCE:
+        raise UnsupportedOpError(f"scatter with reduce={reduce!r}: torch accepts 'add' or 'multiply'")
+    src = jnp.broadcast_to(jnp.asarray(src), index.shape) if jnp.ndim(src) == 0 else src
+    grid = _index_grid(index, dim % x.ndim)
+    return _reduce_into(x, grid, _src_like(src, index, x.dtype), _LEGACY_SCATTER_REDUCE[reduce], True, "scatter")
+
+
+@register(aten.index_reduce.default)
+def index_reduce(x, dim, index, source, reduce, *, include_self=True):
+    """Slice `index[i]` of `x` along `dim` reduced with slice `i` of `source`
+    (prod, mean, amax, amin)."""
+    if x.ndim == 0:
+        return index_reduce(x.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce,
+                            include_self=include_self).reshape(())
+    dim = dim % x.ndim
+    where = (slice(None),) * dim + (index.reshape(-1),)
+    src = jnp.asarray(source).astype(x.dtype)
+    if src.ndim == 0:
+        src = src.reshape(1)
+    return _reduce_into(x, where, src, reduce, include_self, "index_reduce")
 
 
 def _indices(indices):
@@ -129,3 +201,422 @@ def index_select(x, dim, index):
     if x.ndim == 0:
         return x
     return jnp.take(x, index.reshape(-1), axis=dim % x.ndim)
+
+
+def _flat_index(index, n):
+    """Flat positions of `index` into n elements, negative ones counting from the end."""
+    index = index.reshape(-1).astype(jnp.int32)
+    return jnp.where(index < 0, index + n, index)
+
+
+@register(aten.take.default)
+def take(x, index):
+    """`x.flatten()[index]`, shaped like `index`."""
+    if index.size == 0:
+        return jnp.zeros(index.shape, x.dtype)
+    flat = x.reshape(-1)
+    return flat[_flat_index(index, flat.shape[0])].reshape(index.shape)
+
+
+@register(aten.put.default)
+def put(x, index, source, accumulate=False):
+    """`x` with `x.flatten()[index] = source` (`+=` when accumulate). With repeated
+    indices and accumulate=False, which write wins is unspecified (as in torch)."""
+    if index.size == 0:
+        return x
+    flat = x.reshape(-1)
+    pos = _flat_index(index, flat.shape[0])
+    vals = jnp.asarray(source).reshape(-1).astype(x.dtype)
+    out = flat.at[pos].add(vals) if accumulate else flat.at[pos].set(vals)
+    return out.reshape(x.shape)
+
+
+def _mask_positions(mask):
+    """For a boolean array: the row-major rank of every True element among the True
+    elements (its position in `x[mask]`)."""
+    return jnp.cumsum(mask.reshape(-1).astype(jnp.int32)) - 1
+
+
+@register(aten.masked_scatter.default)
+def masked_scatter(x, mask, source):
+    """`x` (broadcast with `mask`) whose k-th True position (row-major) holds
+    `source.flatten()[k]`."""
+    shape = jnp.broadcast_shapes(x.shape, mask.shape)
+    x, mask = jnp.broadcast_to(x, shape), jnp.broadcast_to(mask, shape)
+    src = jnp.asarray(source).reshape(-1).astype(x.dtype)
+    if src.shape[0] == 0 or x.size == 0:
+        return x
+    pos = jnp.clip(_mask_positions(mask), 0, src.shape[0] - 1)
+    return jnp.where(mask, src[pos].reshape(shape), x)
+
+
+@register(aten.masked_scatter_backward.default)
+def masked_scatter_backward(grad, mask, sizes):
+    """Gradient of masked_scatter for `source` (shape `sizes`): `grad[mask]` in order,
+    then zeros."""
+    shape = jnp.broadcast_shapes(grad.shape, mask.shape)
+    grad, mask = jnp.broadcast_to(grad, shape), jnp.broadcast_to(mask, shape)
+    n = int(np.prod(sizes))
+    pos = jnp.where(mask.reshape(-1), _mask_positions(mask), n)
+    out = jnp.zeros((n,), grad.dtype).at[pos].set(grad.reshape(-1), mode="drop")
+    return out.reshape(tuple(sizes))
+
+
+# ---- segment reductions -------------------------------------------------------------------
+
+
+_SEGMENT_REDUCES = ("sum", "mean", "max", "min", "prod")
+
+
+def _count_marks_upto(marks, n):
+    """For rows of non-decreasing positions `marks` (..., k): how many marks are <= j,
+    for every j in [0, n), as a scatter of the marks and a running sum."""
+    lead = marks.shape[:-1]
+    flat = marks.reshape(-1, marks.shape[-1]).astype(jnp.int32)
+    flat = jnp.where((flat < 0) | (flat > n), n + 1, flat)  # beyond every position: dropped
+    rows = jnp.arange(flat.shape[0])[:, None]
+    hist = jnp.zeros((flat.shape[0], n + 1), jnp.int32).at[rows, flat].add(1, mode="drop")
+    return jnp.cumsum(hist, axis=-1)[:, :n].reshape(lead + (n,))
+
+
+def _segment_layout(data, lengths, offsets, axis, op):
+    """Returns (data as (outer, N, inner), lengths as (outer, S), segment id of every
+    position as (outer, N)). torch's segments run along the last dim of lengths/offsets,
+    whose leading dims match data's dims before `axis`."""
+    if (lengths is None) == (offsets is None):
+        raise UnsupportedOpError(f"{op}: pass exactly one of lengths and offsets")
+    if offsets is not None:
+        lengths = offsets[..., 1:] - offsets[..., :-1]
+    axis = axis % data.ndim
+    if lengths.ndim != axis + 1:
+        raise UnsupportedOpError(f"{op}: lengths/offsets must have {axis + 1} dims for axis={axis}")
+    outer = int(np.prod(data.shape[:axis]))
+    inner = int(np.prod(data.shape[axis + 1:]))
+    n, s = data.shape[axis], lengths.shape[-1]
+    data3 = data.reshape(outer, n, inner)
+    lengths2 = lengths.reshape(outer, s).astype(jnp.int32)
+    # segment of position j: how many segments end at or before j
+    seg = _count_marks_upto(jnp.cumsum(lengths2, axis=-1), n)
+    return data3, lengths2, seg, axis
+
+
+def _segment_out_shape(data, axis, s):
+    return data.shape[:axis] + (s,) + data.shape[axis + 1:]
+
+
+@register(aten.segment_reduce.default)
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """Reduce consecutive runs of `lengths[..., i]` elements along `axis`. Each segment
+    starts from `initial` (default: the reduction's identity; max/min from -inf/+inf);
+    NaN propagates through max and min. An empty segment's mean is NaN without
+    `initial`, else `initial`; a non-empty mean is (initial + sum) / length."""
+    if reduce not in _SEGMENT_REDUCES:
+        raise UnsupportedOpError(f"segment_reduce: reduce={reduce!r} is not one of {_SEGMENT_REDUCES}")
+    if indices is not None:
+        raise UnsupportedOpError("segment_reduce with indices: torch supports only lengths or offsets")
+    data3, lengths2, seg, axis = _segment_layout(data, lengths, offsets, axis, "segment_reduce")
+    outer, _, inner = data3.shape
+    s = lengths2.shape[-1]
+    dt = data.dtype
+    if initial is not None:
+        init = jnp.asarray(initial, dt)
+    elif reduce == "max":
+        init = jnp.array(-jnp.inf, dt)
+    elif reduce == "min":
+        init = jnp.array(jnp.inf, dt)
+    elif reduce == "prod":
+        init = jnp.ones((), dt)
+    else:
+        init = jnp.zeros((), dt)
+    out = jnp.full((outer, s, inner), init, dt)
+    where = (jnp.arange(outer)[:, None], seg)
+    if reduce in ("sum", "mean"):
+        out = out.at[where].add(data3, mode="drop")
+    elif reduce == "prod":
+        out = out.at[where].multiply(data3, mode="drop")
+    elif reduce == "max":
+        out = out.at[where].max(data3, mode="drop")
+    else:
+        out = out.at[where].min(data3, mode="drop")
+    if reduce == "mean":
+        length = lengths2[:, :, None]
+        out = jnp.where(length > 0, out / jnp.maximum(length, 1).astype(dt), out)
+        if initial is None:
+            out = jnp.where(length == 0, jnp.array(jnp.nan, dt), out)
+    return out.reshape(_segment_out_shape(data, axis, s))
+
+
+@register(aten._segment_reduce_backward.default)
+def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0, initial=None):
+    """Gradient of segment_reduce for `data`, as torch's kernel: sum and mean spread the
+    segment's gradient (divided by the length for mean); max/min give it to the elements
+    equal to the result (or NaN), shared equally among ties; prod gives
+    grad * output / x, or grad * (product of the other elements) where x is 0 or NaN."""
+    data3, lengths2, seg, axis = _segment_layout(data, lengths, offsets, axis, "_segment_reduce_backward")
+    outer, n, inner = data3.shape
+    s = lengths2.shape[-1]
+    dt = data.dtype
+    if s == 0 or data3.size == 0:
+        return jnp.zeros(data.shape, dt)
+    g = grad.reshape(outer, s, inner).astype(dt)
+    o = output.reshape(outer, s, inner).astype(dt)
+    rows = jnp.arange(outer)[:, None]
+    valid = (seg < s)[:, :, None]
+    segc = jnp.minimum(seg, s - 1)
+    g_at = g[rows, segc]  # (outer, n, inner): each element's segment gradient
+    o_at = o[rows, segc]
+    length_at = lengths2[rows, segc][:, :, None]
+    if reduce == "sum":
+        out = g_at
+    elif reduce == "mean":
+        out = g_at / jnp.maximum(length_at, 1).astype(dt)
+    elif reduce in ("max", "min"):
+        hit = jnp.isnan(data3) | (data3 == o_at)
+        count = jnp.zeros((outer, s, inner), jnp.int32).at[rows, seg].add(hit.astype(jnp.int32), mode="drop")
+        count_at = count[rows, segc]
+        out = jnp.where(hit, g_at / jnp.maximum(count_at, 1).astype(dt), jnp.zeros((), dt))
+    elif reduce == "prod":
+        special = jnp.isnan(data3) | (data3 == 0)
+        init = jnp.ones((), dt) if initial is None else jnp.asarray(initial, dt)
+        plain = jnp.where(special, jnp.ones((), dt), data3)
+        prod_plain = jnp.full((outer, s, inner), init, dt).at[rows, seg].multiply(plain, mode="drop")
+        n_special = jnp.zeros((outer, s, inner), jnp.int32).at[rows, seg].add(special.astype(jnp.int32), mode="drop")
+        n_nan = jnp.zeros((outer, s, inner), jnp.int32).at[rows, seg].add(
+            jnp.isnan(data3).astype(jnp.int32), mode="drop")
+        others_special = n_special[rows, segc] - special.astype(jnp.int32)
+        others_nan = n_nan[rows, segc] - jnp.isnan(data3).astype(jnp.int32)
+        factor = jnp.where(others_special == 0, jnp.ones((), dt),
+                           jnp.where(others_nan > 0, jnp.array(jnp.nan, dt), jnp.zeros((), dt)))
+        exclusive = prod_plain[rows, segc] * factor
+        out = jnp.where(special, g_at * exclusive, g_at * o_at / jnp.where(special, jnp.ones((), dt), data3))
+    else:
+        raise UnsupportedOpError(f"_segment_reduce_backward: reduce={reduce!r} is not one of {_SEGMENT_REDUCES}")
+    out = jnp.where(valid, out, jnp.zeros((), dt))
+    return out.reshape(data.shape)
+
+
+# ---- embeddings ---------------------------------------------------------------------------
+
+
+@register(aten.embedding_renorm.default)
+def embedding_renorm(weight, indices, max_norm, norm_type):
+    """`weight` whose rows named in `indices` with a `norm_type`-norm above `max_norm`
+    are scaled to norm max_norm (by max_norm / (norm + 1e-7), as torch)."""
+    dt = weight.dtype
+    a = jnp.abs(weight.astype(jnp.float32))
+    p = float(norm_type)
+    if p == float("inf"):
+        norm = jnp.max(a, axis=1)
+    elif p == 0:
+        norm = jnp.sum((a != 0).astype(jnp.float32), axis=1)
+    elif p == 1:
+        norm = jnp.sum(a, axis=1)
+    elif p == 2:
+        norm = jnp.sqrt(jnp.sum(a * a, axis=1))
+    else:
+        norm = jnp.sum(a ** p, axis=1) ** (1.0 / p)
+    named = jnp.zeros((weight.shape[0],), bool)
+    if indices.size:
+        named = named.at[indices.reshape(-1)].set(True)
+    scale = jnp.float32(max_norm) / (norm + jnp.float32(1e-7))
+    renorm = named & (norm > max_norm)
+    return jnp.where(renorm[:, None], (weight.astype(jnp.float32) * scale[:, None]).astype(dt), weight)
+
+
+_EMBEDDING_BAG_SUM, _EMBEDDING_BAG_MEAN, _EMBEDDING_BAG_MAX = 0, 1, 2
+
+
+def _bag_of(indices, offsets, num_bags):
+    """Bag of every index position: the last bag whose offset is <= the position. With
+    include_last_offset (more offsets than bags) the extra offset closes the last bag,
+    and positions at or past it get the out-of-range bag `num_bags` (no bag)."""
+    n = indices.shape[0]
+    pos = jnp.arange(n, dtype=jnp.int32)
+    offsets = offsets.astype(jnp.int32)
+    bag = _count_marks_upto(offsets[:num_bags], n) - 1
+    if offsets.shape[0] > num_bags:
+        bag = jnp.where(pos >= offsets[num_bags], num_bags, bag)
+    return jnp.where(bag < 0, num_bags, bag)  # (torch requires offsets[0] == 0)
+
+
+def _bag_sizes(indices, offsets, num_bags, padding_idx):
+    """(non-padding indices per bag, bag of every index position)."""
+    bag = _bag_of(indices, offsets, num_bags)
+    keep = (indices != padding_idx).astype(jnp.int32)
+    return jnp.zeros((num_bags,), jnp.int32).at[bag].add(keep, mode="drop"), bag
+
+
+def _embedding_bag_core(weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx):
+    if weight.ndim != 2 or indices.ndim != 1 or offsets.ndim != 1:
+        raise UnsupportedOpError("_embedding_bag expects a 2-D weight and 1-D indices and offsets")
+    num_bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    dim = weight.shape[1]
+    dt = weight.dtype
+    sizes, bag = _bag_sizes(indices, offsets, num_bags, padding_idx)
+    keep = (indices != padding_idx) & (bag < num_bags)
+    rows = weight[jnp.clip(indices, 0, weight.shape[0] - 1)]
+    max_indices = jnp.zeros((num_bags,), jnp.int32)
+    if mode in (_EMBEDDING_BAG_SUM, _EMBEDDING_BAG_MEAN):
+        acc = jnp.promote_types(dt, jnp.float32)  # torch sums 16-bit rows in float32
+        terms = rows.astype(acc)
+        if per_sample_weights is not None:
+            terms = terms * per_sample_weights.astype(acc)[:, None]
+        terms = jnp.where(keep[:, None], terms, jnp.zeros((), acc))
+        out = jnp.zeros((num_bags, dim), acc).at[bag].add(terms, mode="drop").astype(dt)
+        if mode == _EMBEDDING_BAG_MEAN:
+            out = out / jnp.maximum(sizes, 1).astype(dt)[:, None]
+    elif mode == _EMBEDDING_BAG_MAX:
+        # torch starts from the bag's first row and takes each later row that is strictly
+        # larger: the first maximum wins; NaN wins only as the first row (then it stays)
+        n = indices.shape[0]
+        pos = jnp.arange(n, dtype=jnp.int32)
+        bagc = jnp.clip(bag, 0, max(num_bags - 1, 0))
+        first = jnp.full((num_bags,), n, jnp.int32).at[bag].min(jnp.where(keep, pos, n), mode="drop")
+        first_nan = (keep & (pos == first[bagc]))[:, None] & jnp.isnan(rows)
+        bag_starts_nan = jnp.zeros((num_bags, dim), bool).at[bag].max(first_nan, mode="drop")
+        cand = jnp.where(keep[:, None] & ~jnp.isnan(rows), rows, jnp.array(-jnp.inf, dt))
+        best = jnp.full((num_bags, dim), -jnp.inf, dt).at[bag].max(cand, mode="drop")
+        hit = jnp.where(bag_starts_nan[bagc], first_nan, keep[:, None] & (rows == best[bagc]))
+        winner = jnp.full((num_bags, dim), n, jnp.int32).at[bag].min(jnp.where(hit, pos[:, None], n), mode="drop")
+        empty = (sizes == 0)[:, None]
+        if n:
+            src = jnp.minimum(winner, n - 1)
+            out = jnp.where(empty, jnp.zeros((), dt), jnp.take_along_axis(rows, src, axis=0))
+            max_indices = jnp.where(empty, 0, indices.astype(jnp.int32)[src])
+        else:
+            out = jnp.zeros((num_bags, dim), dt)
+            max_indices = jnp.zeros((num_bags, dim), jnp.int32)
+    else:
+        raise UnsupportedOpError(f"_embedding_bag: mode={mode} is not 0 (sum), 1 (mean) or 2 (max)")
+    return out, bag, sizes, max_indices
+
+
+def _offset2bag_is_empty(weight, mode, padding_idx):
+    """torch's CPU fast path for mode='sum' (float32/float16 weight, no padding index)
+    returns an empty offset2bag."""
+    return mode == _EMBEDDING_BAG_SUM and weight.dtype in (jnp.float32, jnp.float16) and padding_idx < 0
+
+
+@register(aten._embedding_bag.default)
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """(output, offset2bag, bag_size, max_indices): output[b] is the sum, mean or max of
+    the rows `weight[indices[offsets[b]:offsets[b+1]]]` (the last bag runs to the end
+    of `indices`, or with include_last_offset to the last offset), skipping
+    `padding_idx`; sum multiplies each row by its per-sample weight. Empty bags give 0.
+    bag_size counts each bag's non-padding indices; max_indices holds the weight row of
+    each max (mode 2)."""
+    out, bag, sizes, max_indices = _embedding_bag_core(
+        weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx)
+    offset2bag = jnp.zeros((0,), jnp.int32) if _offset2bag_is_empty(weight, mode, padding_idx) else bag
+    return out, offset2bag, sizes, max_indices
+
+
+@register(aten._embedding_bag_forward_only.default)
+def embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                               per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """`_embedding_bag` without autograd; its bag_size has one entry per offset (the
+    extra include_last_offset one is 0)."""
+    out, offset2bag, sizes, max_indices = embedding_bag(
+        weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset,
+        padding_idx)
+    sizes = jnp.zeros((offsets.shape[0],), jnp.int32).at[: sizes.shape[0]].set(sizes)
+    return out, offset2bag, sizes, max_indices
+
+
+def _bags_for_backward(indices, offsets, offset2bag):
+    """The bag of every index: `offset2bag` when the forward computed it, else from
+    `offsets` (as torch's backward)."""
+    if offset2bag.shape[0] == indices.shape[0] and indices.shape[0]:
+        return offset2bag.astype(jnp.int32)
+    return _bag_of(indices, offsets, offsets.shape[0])
+
+
+@register(aten._embedding_bag_backward.default)
+def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
+                           scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
+    """Gradient of `_embedding_bag` for the weight, a dense (num_weights, dim) array."""
+    if sparse:
+        raise UnsupportedOpError(
+            "embedding_bag with sparse=True needs a sparse gradient, which the XLA engine has no layout for; "
+            "use sparse=False")
+    bag = _bags_for_backward(indices, offsets, offset2bag)
+    return _embedding_bag_weight_grad(grad, indices, bag, bag_size, maximum_indices, num_weights,
+                                      scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+
+
+@register(aten._embedding_bag_dense_backward.default)
+def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                 scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
+    return _embedding_bag_weight_grad(grad, indices, offset2bag.astype(jnp.int32), bag_size, maximum_indices,
+                                      num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+
+
+def _embedding_bag_weight_grad(grad, indices, bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq,
+                               mode, per_sample_weights, padding_idx):
+    """sum/mean: each non-padding index adds its bag's gradient to its row (times its
+    per-sample weight; divided by the bag size for mean, and by the index's count in
+    `indices` with scale_grad_by_freq); max: each non-empty bag's gradient goes to the
+    rows that held its maxima."""
+    dt = grad.dtype
+    num_bags, dim = grad.shape
+    out = jnp.zeros((num_weights, dim), dt)
+    if mode == _EMBEDDING_BAG_MAX:
+        nonempty = (bag_size[:num_bags] != 0)[:, None]
+        cols = jnp.broadcast_to(jnp.arange(dim), maximum_indices.shape)
+        return out.at[maximum_indices, cols].add(jnp.where(nonempty, grad, jnp.zeros((), dt)))
+    if indices.shape[0] == 0 or num_bags == 0:
+        return out
+    bagc = jnp.clip(bag, 0, num_bags - 1)
+    scale = jnp.ones(indices.shape, dt)
+    if per_sample_weights is not None:
+        scale = scale * per_sample_weights.astype(dt)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), jnp.int32).at[indices].add(1)
+        scale = scale / counts[indices].astype(dt)
+    if mode == _EMBEDDING_BAG_MEAN:
+        size = bag_size[bagc]
+        scale = scale / jnp.where(size != 0, size, 1).astype(dt)
+    counted = (indices != padding_idx) & (bag >= 0) & (bag < num_bags)
+    scale = jnp.where(counted, scale, jnp.zeros((), dt))
+    return out.at[indices].add(grad[bagc] * scale[:, None])
+
+
+@register(aten._embedding_bag_per_sample_weights_backward.default)
+def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
+    """Gradient of mode='sum' embedding_bag for the per-sample weights: the dot product
+    of each index's weight row with its bag's gradient (0 for the padding index)."""
+    if mode != _EMBEDDING_BAG_SUM:
+        raise UnsupportedOpError("embedding_bag: per_sample_weights are only supported with mode='sum'")
+    if indices.shape[0] == 0 or grad.shape[0] == 0:
+        return jnp.zeros(indices.shape, grad.dtype)
+    bag = _bags_for_backward(indices, offsets, offset2bag)
+    bagc = jnp.clip(bag, 0, grad.shape[0] - 1)
+    dots = jnp.sum(grad[bagc] * weight[indices].astype(grad.dtype), axis=1)
+    return jnp.where((indices != padding_idx) & (bag >= 0) & (bag < grad.shape[0]), dots, jnp.zeros((), grad.dtype))
+
+
+# ---- nonzero ------------------------------------------------------------------------------
+
+
+@register(aten.nonzero.default)
+def nonzero(x):
+    """Only the static case reaches a lowering: an empty tensor has no non-zeros (a
+    (0, ndim) result); any other nonzero has a data-dependent shape."""
+    if x.size == 0:
+        return jnp.zeros((0, x.ndim), jnp.int32)
+    raise UnsupportedOpError(
+        "nonzero has a data-dependent output shape; use torch.nonzero_static(x, size=...) or a mask "
+        "(torch.where) instead")
+
+
+@register(aten.nonzero_static.default)
+def nonzero_static(x, *, size, fill_value=-1):
+    """The coordinates of the first `size` non-zeros of `x` in row-major order, one row
+    each, padded with rows of `fill_value`."""
+    if x.ndim == 0:
+        return jnp.zeros((size, 0), jnp.int32)
+    if x.size == 0:
+        return jnp.full((size, x.ndim), fill_value, jnp.int32)
+    coords = jnp.nonzero(x, size=size, fill_value=fill_value)
+    return jnp.stack(coords, axis=1).astype(jnp.int32)

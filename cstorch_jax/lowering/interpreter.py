@@ -17,18 +17,28 @@ from torch.fx.node import map_arg
 
 from ..dtypes import jax_dtype, to_jax
 from ..errors import CaptureError, UnsupportedOpError
+from ..module_paths import module_path
 from .registry import LOWERINGS, RANDOM_OPS
 
 
-def missing_lowerings(gm: torch.fx.GraphModule) -> list[str]:
-    """Names of the ATen ops of `gm` that have no lowering."""
-    return sorted(
-        {
-            str(n.target)
-            for n in gm.graph.nodes
-            if n.op == "call_function" and n.target is not operator.getitem and n.target not in LOWERINGS
-        }
-    )
+def missing_lowerings(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
+    """{name of an ATen op of `gm` that has no lowering: module paths it comes from}."""
+    missing: dict[str, list[str]] = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is not operator.getitem and n.target not in LOWERINGS:
+            paths = missing.setdefault(str(n.target), [])
+            path = module_path(n) or "the step function itself (outside any nn.Module)"
+            if path not in paths:
+                paths.append(path)
+    return dict(sorted(missing.items()))
+
+
+def _describe_missing(missing: dict[str, list[str]]) -> str:
+    lines = []
+    for op, paths in missing.items():
+        where = "; ".join(paths[:3]) + (f"; and {len(paths) - 3} more" if len(paths) > 3 else "")
+        lines.append(f"  {op}, from {where}")
+    return "\n".join(lines)
 
 
 def uses_rng(gm: torch.fx.GraphModule) -> bool:
@@ -59,7 +69,7 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
     missing = missing_lowerings(gm)
     if missing:
         raise UnsupportedOpError(
-            f"the captured step uses ATen ops that cstorch cannot lower to XLA yet: {', '.join(missing)}. "
+            f"the captured step uses ATen ops that cstorch cannot lower to XLA yet:\n{_describe_missing(missing)}\n"
             f"Rewrite the model code that produces them, or run the script on the CPU backend."
         )
     nodes = list(gm.graph.nodes)

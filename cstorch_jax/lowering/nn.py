@@ -1,5 +1,5 @@
-"""Neural-network ops that stay whole in core ATen: softmax, layer norm, batch norm,
-embedding."""
+"""Neural-network ops that stay whole in core ATen: softmax, layer/group/batch norm (and
+batch norm's backward), embedding, the randomized leaky ReLU's backward."""
 from __future__ import annotations
 
 import jax
@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from ..dtypes import jax_dtype
+from ..errors import UnsupportedOpError
 from .registry import register
 
 aten = torch.ops.aten
@@ -118,3 +119,91 @@ def native_batch_norm_no_stats(x, weight, bias, training, momentum, eps):
 @register(aten.embedding.default)
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     return jnp.take(weight, indices, axis=0)
+
+
+def _opmath(x):
+    """16-bit floats are normalised in float32, as torch does."""
+    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+
+
+@register(aten.native_group_norm.default)
+def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
+    """Group norm of x [N, C, *]: the C channels split into `group` groups, each (sample,
+    group) normalised over its C / group * HxW elements with the biased variance, then
+    a per-channel affine. Returns (y, mean [N, group], rstd [N, group])."""
+    xf = _opmath(x).reshape(N, group, C // group * HxW)
+    mean = jnp.mean(xf, axis=-1)
+    var = jnp.mean(jnp.square(xf - mean[..., None]), axis=-1)
+    rstd = jax.lax.rsqrt(var + eps)
+    y = ((xf - mean[..., None]) * rstd[..., None]).reshape((N, C, HxW))
+    if weight is not None:
+        y = y * _opmath(weight)[:, None]
+    if bias is not None:
+        y = y + _opmath(bias)[:, None]
+    return y.reshape(x.shape).astype(x.dtype), mean, rstd
+
+
+@register(aten._batch_norm_with_update_functional.default)
+def batch_norm_with_update_functional(x, weight, bias, running_mean, running_var, momentum, eps):
+    """Training-mode batch norm with running-stat update (what `F.batch_norm(training=True)`
+    becomes): (y, save_mean, save_rstd, reserve, new_running_mean, new_running_var);
+    `reserve` is the empty uint8 tensor of the non-cuDNN backends."""
+    y, save_mean, save_rstd, new_rm, new_rv = native_batch_norm_functional(
+        x, weight, bias, running_mean, running_var, True, momentum, eps)
+    return y, save_mean, save_rstd, jnp.zeros((0,), jnp.uint8), new_rm, new_rv
+
+
+@register(aten._batch_norm_no_update.default)
+def batch_norm_no_update(x, weight, bias, running_mean, running_var, momentum, eps):
+    """Eval-mode batch norm with the running stats, which are left alone:
+    (y, empty save_mean, empty save_rstd, empty reserve)."""
+    if running_mean is None or running_var is None:
+        raise UnsupportedOpError(
+            "aten._batch_norm_no_update without running stats: pass running_mean and running_var, "
+            "or use training=True")
+    y, save_mean, save_rstd = native_batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps)
+    return y, save_mean, save_rstd, jnp.zeros((0,), jnp.uint8)
+
+
+@register(aten.batch_norm_backward.default)
+def batch_norm_backward(grad_out, x, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+                        output_mask, reserve):
+    """(grad_input, grad_weight, grad_bias) of batch norm over every dim but 1, with
+    xhat = (x - mean) * invstd and mean/invstd the saved batch stats (train) or the
+    running stats (eval):
+      grad_input  = w * invstd * (g - mean(g) - xhat * mean(g * xhat))   (train)
+                  = w * invstd * g                                      (eval)
+      grad_weight = sum(g * xhat),  grad_bias = sum(g)  (sums/means over dims != 1)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    g, xf = _opmath(grad_out), _opmath(x)
+    if train:
+        mean, invstd = save_mean, save_invstd
+    else:
+        mean, invstd = running_mean, jax.lax.rsqrt(running_var + eps)
+    mean, invstd = _opmath(mean), _opmath(invstd)
+    xhat = (xf - mean.reshape(shape)) * invstd.reshape(shape)
+    g_sum = jnp.sum(g, axis=axes)
+    gx_dot = jnp.sum(g * xhat, axis=axes)
+    scale = invstd if weight is None else invstd * _opmath(weight)
+    gi = None
+    if output_mask[0]:
+        if train:
+            n = xf.size // xf.shape[1]
+            gi = (g - (g_sum / n).reshape(shape) - xhat * (gx_dot / n).reshape(shape)) * scale.reshape(shape)
+        else:
+            gi = g * scale.reshape(shape)
+        gi = gi.astype(x.dtype)
+    gw = gx_dot if output_mask[1] else None
+    gb = g_sum if output_mask[2] else None
+    return gi, gw, gb
+
+
+@register(aten.rrelu_with_noise_backward.default)
+def rrelu_with_noise_backward(grad_out, x, noise, lower, upper, training, self_is_result):
+    """Training: grad * noise (the slope each element was drawn); otherwise the leaky-ReLU
+    gradient of slope (lower + upper) / 2."""
+    if training and upper - lower > 1e-6:
+        return grad_out * noise
+    slope = (lower + upper) / 2
+    return jnp.where(x > 0, grad_out, grad_out * slope)

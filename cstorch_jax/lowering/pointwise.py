@@ -273,3 +273,106 @@ def _bitwise(logical, bitwise):
 register(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar)(_bitwise(jnp.logical_and, jnp.bitwise_and))
 register(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar)(_bitwise(jnp.logical_or, jnp.bitwise_or))
 register(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(_bitwise(jnp.logical_xor, jnp.bitwise_xor))
+
+
+# ---- sign and floating-point manipulation -------------------------------------------
+
+
+@register(aten.copysign.Tensor, aten.copysign.Scalar)
+def copysign(a, b):
+    """|a| with the sign bit of b (so -0.0 and -NaN count as negative); always floating."""
+    a = _float(a)
+    return jnp.copysign(a, jnp.asarray(b, a.dtype))
+
+
+@register(aten.signbit.default)
+def signbit(x):
+    """The sign bit: True for -0.0 and negative NaN too; x < 0 for integers."""
+    x = jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        return jnp.signbit(x)
+    return x < 0
+
+
+@register(aten.angle.default)
+def angle(x):
+    """Argument of a real number: pi for x < 0, 0 otherwise (also for -0.0), NaN for NaN."""
+    x = _float(x)
+    return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, jnp.asarray(jnp.pi, x.dtype), jnp.zeros((), x.dtype)))
+
+
+@register(aten.fmax.default)
+def fmax(a, b):
+    """max ignoring NaN (NaN only if both are NaN); on ties the first argument, as torch."""
+    return jnp.where((a >= b) | jnp.isnan(b), a, b)
+
+
+@register(aten.fmin.default)
+def fmin(a, b):
+    """min ignoring NaN (NaN only if both are NaN); on ties the first argument, as torch."""
+    return jnp.where((a <= b) | jnp.isnan(b), a, b)
+
+
+@register(aten.hypot.default)
+def hypot(a, b):
+    """sqrt(a^2 + b^2) without overflow; inf if either is inf, even against NaN."""
+    return jnp.hypot(_float(a), _float(b))
+
+
+@register(aten.nextafter.default)
+def nextafter(a, b):
+    """The next representable value after a in the direction of b (denormals included)."""
+    return jnp.nextafter(a, b)
+
+
+def _exact_pow2(k):
+    """2.0 ** k for integral float32 k in [-126, 127], built from its exponent bits."""
+    bits = (k.astype(jnp.int32) + 127) << 23
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+@register(aten.ldexp.Tensor)
+def ldexp(x, other):
+    """x * 2**other, as torch's mul(x, pow(2, other)) in float32: 2**other is inf from
+    128 on and 0 below -149 (so ldexp(0, 128) is NaN); integral exponents are applied
+    exactly, in two normal-range factors below -126 (XLA flushes subnormals to zero)."""
+    x = _float(x)
+    k = jnp.asarray(other).astype(x.dtype)
+    integral = k == jnp.round(k)
+    kc = jnp.clip(jnp.where(integral, k, 0), -149, 127)
+    k1 = jnp.clip(kc, -126, 127)
+    exact = x * _exact_pow2(k1) * _exact_pow2(kc - k1)
+    exact = jnp.where(k >= 128, x * jnp.inf, jnp.where(k < -149, x * 0, exact))
+    return jnp.where(integral, exact, x * jnp.power(jnp.asarray(2, x.dtype), k))
+
+
+@register(aten.frexp.Tensor)
+def frexp(x):
+    """(mantissa, exponent) with x = mantissa * 2**exponent, 0.5 <= |mantissa| < 1;
+    (x, 0) for 0, inf and NaN. Read from the float32 bits (16-bit inputs widen exactly),
+    so subnormals are decomposed too."""
+    x = jnp.asarray(x).astype(jnp.float32)
+    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+    sign = bits & jnp.int32(-(2**31))
+    field = (bits >> 23) & 0xFF
+    frac = bits & 0x7FFFFF
+    normal_exp = field - 126
+    normal_mant = sign | (126 << 23) | frac
+    # subnormal: value = frac * 2**-149 with frac of bit length L = 32 - clz(frac)
+    length = 32 - jax.lax.clz(frac)
+    sub_exp = length - 149
+    sub_mant = sign | (126 << 23) | ((frac << jnp.clip(24 - length, 0, 23)) & 0x7FFFFF)
+    subnormal = field == 0
+    mant = jax.lax.bitcast_convert_type(jnp.where(subnormal, sub_mant, normal_mant), jnp.float32)
+    exp = jnp.where(subnormal, sub_exp, normal_exp)
+    special = (x == 0) | ~jnp.isfinite(x)
+    return jnp.where(special, x, mant), jnp.where(special, 0, exp).astype(jnp.int32)
+
+
+@register(aten.elu.default)
+def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """scale * x for x > 0, else scale * alpha * (exp(x * input_scale) - 1); 16-bit
+    inputs compute in float32, as torch's CPU kernel."""
+    x = jnp.asarray(x)
+    x = x.astype(jnp.float32) if x.dtype != jnp.float32 else x
+    return jnp.where(x > 0, x * scale, jnp.expm1(x * input_scale) * (alpha * scale))

@@ -1,9 +1,11 @@
-"""Reductions: sum, mean, max/min (with indices), argmax, prod, var, any/all, cumsum, cumprod.
+"""Reductions: sum, mean, max/min (with indices), argmax, prod, var, any/all, and the scans
+cumsum, cumprod, logcumsumexp, cummax, cummin.
 
 torch reads `dim=[]` (or None) as "every dimension"; so do these lowerings.
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import torch
 
@@ -196,3 +198,66 @@ def cumsum(x, dim, dtype=None):
 def cumprod(x, dim, dtype=None):
     """Also what autograd's backward of prod() computes with."""
     return jnp.cumprod(_acc(x, dtype), axis=dim)
+
+
+def _scan(fn, operands, dim):
+    """lax.associative_scan of `fn` along `dim`; empty dims need no scan."""
+    axis = dim % operands[0].ndim
+    if operands[0].shape[axis] == 0:
+        return operands
+    return jax.lax.associative_scan(fn, operands, axis=axis)
+
+
+@register(aten.logcumsumexp.default)
+@_on_vector_if_scalar
+def logcumsumexp(x, dim):
+    """log(cumsum(exp(x))), scanned as pairs (m, s) meaning m + log(s): m is a running max
+    (an input value, exact) and s in [1, n] a sum of exp(x - m), so the result carries no
+    accumulated rounding (torch accumulates in double). -inf stays -inf, +inf wins, NaN
+    propagates."""
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        x = x.astype(jnp.float32)
+
+    def combine(a, b):
+        (m1, s1), (m2, s2) = a, b
+        m = jnp.maximum(m1, m2)
+        w1 = jnp.where(m1 == m, 1, jnp.exp(m1 - m))
+        w2 = jnp.where(m2 == m, 1, jnp.exp(m2 - m))
+        return m, s1 * w1 + s2 * w2
+
+    m, s = _scan(combine, (x, jnp.ones_like(x)), dim)
+    return m + jnp.log(s)
+
+
+def _cum_extreme(x, dim, later_wins):
+    """Running extreme value and its index along `dim`, as torch: a later element replaces
+    the current one when later_wins(new, current) (>= for cummax, <= for cummin, so ties
+    take the later index), or when it is NaN; after a NaN only a NaN replaces it (the index
+    is the last NaN's)."""
+    axis = dim % x.ndim
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    idx = jnp.broadcast_to(jnp.arange(x.shape[axis], dtype=jnp.int32).reshape(shape), x.shape)
+    is_float = jnp.issubdtype(x.dtype, jnp.inexact)
+
+    def combine(a, b):
+        (va, ia), (vb, ib) = a, b
+        if is_float:
+            take_b = jnp.isnan(vb) | (~jnp.isnan(va) & later_wins(vb, va))
+        else:
+            take_b = later_wins(vb, va)
+        return jnp.where(take_b, vb, va), jnp.where(take_b, ib, ia)
+
+    return _scan(combine, (x, idx), axis)
+
+
+@register(aten.cummax.default)
+@_on_vector_if_scalar
+def cummax(x, dim):
+    return _cum_extreme(x, dim, jnp.greater_equal)
+
+
+@register(aten.cummin.default)
+@_on_vector_if_scalar
+def cummin(x, dim):
+    return _cum_extreme(x, dim, jnp.less_equal)

@@ -4,8 +4,10 @@ of them are pure array functions here."""
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 
+from ..errors import UnsupportedOpError
 from .registry import register
 
 aten = torch.ops.aten
@@ -174,3 +176,92 @@ def constant_pad_nd(x, pad, value=0):
 @register(aten.copy.default)
 def copy(x, src, non_blocking=False):
     return jnp.broadcast_to(src, x.shape).astype(x.dtype)
+
+
+@register(aten.narrow_copy.default)
+def narrow_copy(x, dim, start, length):
+    """`x` restricted to `[start, start + length)` along `dim` (a negative start counts
+    from the end)."""
+    dim = dim % x.ndim
+    start = start % x.shape[dim] if start < 0 else start
+    return _slice(x, dim, start, start + length, 1)
+
+
+def _diagonal_coords(shape, offset, dim1, dim2):
+    """Static (rows, cols) coordinates of the `offset` diagonal of the (dim1, dim2) plane."""
+    n = max(0, min(shape[dim1] + min(offset, 0), shape[dim2] - max(offset, 0)))
+    k = np.arange(n)
+    return k - min(offset, 0), k + max(offset, 0)
+
+
+@register(aten.diagonal.default, aten.diagonal_copy.default)
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """The `offset` diagonal of the (dim1, dim2) planes, as a new last dim (empty when
+    the offset is outside the plane)."""
+    dim1, dim2 = dim1 % x.ndim, dim2 % x.ndim
+    rows, cols = _diagonal_coords(x.shape, offset, dim1, dim2)
+    return jnp.moveaxis(x, (dim1, dim2), (-2, -1))[..., rows, cols]
+
+
+@register(aten.diagonal_scatter.default)
+def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """`x` with its `offset` diagonal of the (dim1, dim2) planes replaced by `src`."""
+    dim1, dim2 = dim1 % x.ndim, dim2 % x.ndim
+    rows, cols = _diagonal_coords(x.shape, offset, dim1, dim2)
+    moved = jnp.moveaxis(x, (dim1, dim2), (-2, -1))
+    moved = moved.at[..., rows, cols].set(src.astype(x.dtype))
+    return jnp.moveaxis(moved, (-2, -1), (dim1, dim2))
+
+
+def _strided_positions(x, size, stride, storage_offset, op):
+    """Row-major positions in `x` of the elements of `as_strided(x, size, stride,
+    storage_offset)`. A functionalized graph hands as_strided a freshly computed
+    (contiguous) tensor, so its storage is `x` itself; a view reaching outside it
+    cannot be expressed and is refused."""
+    offset = 0 if storage_offset is None else storage_offset
+    pos = np.full(tuple(size), offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        pos = pos + (np.arange(n) * s).reshape(shape)
+    if pos.size and (pos.min() < 0 or pos.max() >= x.size):
+        raise UnsupportedOpError(
+            f"{op} with size={list(size)}, stride={list(stride)}, storage_offset={storage_offset} reads "
+            f"outside the {x.size} elements of its input; cstorch has no storage beyond a tensor's own "
+            f"elements. Use view/reshape/slicing ops instead of as_strided.")
+    return pos
+
+
+@register(aten.as_strided.default, aten.as_strided_copy.default)
+def as_strided(x, size, stride, storage_offset=None):
+    """Element `i` of the result is `x.flatten()[storage_offset + sum(i_d * stride_d)]`."""
+    pos = _strided_positions(x, size, stride, storage_offset, "as_strided")
+    return x.reshape(-1)[pos] if pos.size else jnp.zeros(pos.shape, x.dtype)
+
+
+@register(aten.as_strided_scatter.default)
+def as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """`x` with the elements of its as_strided view overwritten by `src` (where view
+    elements overlap, the last one in row-major order wins, as torch's copy)."""
+    pos = _strided_positions(x, size, stride, storage_offset, "as_strided_scatter").reshape(-1)
+    if not pos.size:
+        return x
+    vals = jnp.broadcast_to(src, tuple(size)).reshape(-1).astype(x.dtype)
+    _, last = np.unique(pos[::-1], return_index=True)  # keep only the last write of each position
+    keep = np.sort(pos.size - 1 - last)
+    return x.reshape(-1).at[pos[keep]].set(vals[keep]).reshape(x.shape)
+
+
+@register(aten.unfold.default, aten.unfold_copy.default)
+def unfold(x, dimension, size, step):
+    """All windows of `size` elements, `step` apart, along `dimension`: that dim becomes
+    the window count and the window is a new last dim."""
+    if x.ndim == 0:
+        return x.reshape(1)[:size]
+    dim = dimension % x.ndim
+    count = (x.shape[dim] - size) // step + 1
+    idx = np.arange(count)[:, None] * step + np.arange(size)[None, :]
+    out = jnp.take(x, idx.reshape(-1), axis=dim) if idx.size else jnp.zeros(
+        x.shape[:dim] + (count * size,) + x.shape[dim + 1:], x.dtype)
+    out = out.reshape(x.shape[:dim] + (count, size) + x.shape[dim + 1:])
+    return jnp.moveaxis(out, dim + 1, -1)

@@ -1,0 +1,120 @@
+"""Which nn.Module each ATen op of a captured step comes from.
+
+While pass 1 traces the step, `record_module_paths()` keeps a stack of the modules whose
+forward is running (global forward hooks). A module's path is the root module's class
+name followed by the attribute names leading to it (`GPT2LMHeadModel.transformer.h.0.attn`).
+When a forward returns, every autograd node created inside it, and not already claimed
+by an inner module, is labelled with its path, so ops run by the backward pass are
+attributed to the module whose forward they differentiate.
+
+Each traced node gets `meta["nn_module_stack"] = {path: (path, class name)}` (innermost
+module only) and, for backward ops, `meta["autograd_backward"] = True`: the fields that
+torch.fx copies from the current node metadata onto every node it creates, so pass 2
+(functionalization and decompositions, run node by node with metadata preserved) keeps
+them on the ops it derives from each node.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    if hasattr(value, "to_tuple"):  # transformers' ModelOutput
+        return _tensors(value.to_tuple())
+    return []
+
+
+class _ModuleStack:
+    def __init__(self) -> None:
+        self.stack: list[tuple[torch.nn.Module, str]] = []
+        self.grad_fn_paths: dict = {}
+        self.names: dict[tuple[int, int], str | None] = {}
+
+    def _name_under(self, module: torch.nn.Module) -> str:
+        """Path of `module` below the innermost running module that owns it (a container
+        such as ModuleList is owned, not called); its class name if none does."""
+        for owner, owner_path in reversed(self.stack):
+            key = (id(owner), id(module))
+            if key not in self.names:
+                self.names[key] = next((n for n, m in owner.named_modules() if m is module and n), None)
+            if self.names[key] is not None:
+                return f"{owner_path}.{self.names[key]}"
+        return type(module).__name__
+
+    def enter(self, module: torch.nn.Module, *_) -> None:
+        self.stack.append((module, self._name_under(module)))
+
+    def leave(self, module: torch.nn.Module, _args, output) -> None:
+        if not self.stack or self.stack[-1][0] is not module:
+            return
+        _, path = self.stack.pop()
+        todo = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+        while todo:
+            node = todo.pop()
+            if node is None or node in self.grad_fn_paths:
+                continue
+            self.grad_fn_paths[node] = (path, type(module).__name__)
+            todo.extend(fn for fn, _ in node.next_functions)
+
+    def current(self) -> tuple[tuple[str, str] | None, bool]:
+        """((path, class name) of the op being traced, whether it runs in backward)."""
+        if self.stack:
+            module, path = self.stack[-1]
+            return (path, type(module).__name__), False
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            return self.grad_fn_paths.get(node), True
+        return None, False
+
+
+class _TagOps(TorchDispatchMode):
+    def __init__(self, modules: _ModuleStack) -> None:
+        super().__init__()
+        self.modules = modules
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        meta = fx_traceback.get_current_meta()
+        where, backward = self.modules.current()
+        if where is None:
+            meta.pop("nn_module_stack", None)
+        else:
+            meta["nn_module_stack"] = {where[0]: where}
+        if backward:
+            meta["autograd_backward"] = True
+        else:
+            meta.pop("autograd_backward", None)
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def record_module_paths() -> Iterator[None]:
+    """Within pass 1: tag every traced op with the module it comes from."""
+    modules = _ModuleStack()
+    pre = torch.nn.modules.module.register_module_forward_pre_hook(modules.enter)
+    post = torch.nn.modules.module.register_module_forward_hook(modules.leave)
+    try:
+        with fx_traceback.preserve_node_meta(), _TagOps(modules):
+            yield
+    finally:
+        pre.remove()
+        post.remove()
+
+
+def module_path(node: torch.fx.Node) -> str | None:
+    """`path` or `path (backward)` of the module a node comes from, if known."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    path = next(reversed(stack.values()))[0]
+    return f"{path} (backward)" if node.meta.get("autograd_backward") else path

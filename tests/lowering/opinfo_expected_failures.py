@@ -1,0 +1,65 @@
+"""The OpInfo samples that cstorch is known not to match, each with its reason.
+
+Keys are (op_db name, "forward" | "grad"). This is the only list of expected failures
+of the OpInfo sweep (tests/lowering/test_opinfo.py); everything not listed must pass.
+"""
+
+_F64 = ("torch's own implementation creates a float64 tensor inside the op (a tolerance or a constant); "
+        "the engine has no 64-bit floats and refuses it")
+_SIGNS = ("singular/eigen vectors are unique only up to sign; jax's LAPACK (OpenBLAS) and torch's (MKL) "
+          "choose different signs for some inputs, with no cheap rule to align them")
+_ROUNDING = ("float32 summation order: eager and cstorch are both about as far from a float64 reference, "
+             "and farther apart than rtol = atol = 1e-5 on a sample with large sums or cancellation")
+
+EXPECTED_FAILURES: dict[tuple[str, str], str] = {
+    ("as_strided.partial_views", "forward"): (
+        "the input is a view at a storage offset and as_strided reads storage outside it; cstorch inputs are "
+        "dense copies of their elements, so the lowering refuses with UnsupportedOpError"),
+    ("broadcast_shapes", "forward"): "returns a torch.Size; cstorch_jax.jit returns non-tensor outputs as tuples",
+    ("hash_tensor", "forward"): "no lowering: aten.hash_tensor (a bit-level hash of the storage) is not implemented",
+    ("linalg.eigh", "forward"): _SIGNS,
+    ("linalg.svd", "forward"): _SIGNS,
+    ("linalg.matrix_rank", "forward"): _F64,
+    ("linalg.matrix_rank.hermitian", "forward"): _F64,
+    ("linalg.pinv", "forward"): _F64,
+    ("linalg.pinv", "grad"): _F64,
+    ("pinverse", "forward"): _F64,
+    ("pinverse", "grad"): _F64,
+    ("linspace.tensor_overload", "forward"): _F64,
+    ("logspace", "forward"): _F64,
+    ("logspace.tensor_overload", "forward"): _F64,
+    ("renorm", "grad"): _F64,
+    ("signal.windows.kaiser", "forward"): _F64,
+    ("linalg.multi_dot", "grad"): _ROUNDING,
+    ("matmul", "grad"): _ROUNDING,
+    ("nn.functional.conv3d", "forward"): _ROUNDING + " (2e-5 on one of 1320 outputs)",
+    ("nn.functional.conv3d", "grad"): _ROUNDING,
+    ("nn.functional.conv_transpose3d", "forward"): _ROUNDING + " (5e-5 on 4 of 2744 outputs)",
+    ("nn.functional.conv_transpose3d", "grad"): _ROUNDING,
+    ("grid_sampler_2d", "grad"): _ROUNDING + " (scatter-added input gradients, 4e-5 on 4 of 520)",
+    ("grid_sampler_3d", "grad"): _ROUNDING + " (scatter-added input gradients)",
+    ("nn.functional.multi_head_attention_forward", "forward"): _ROUNDING + " (outputs near 600, relative 3e-5)",
+    ("nn.functional.layer_norm", "grad"): (
+        "normalizing over a single element: the output is constant and the exact input gradient is 0; both "
+        "eager (up to 5e-4 here) and cstorch return float32 cancellation residue, a different one"),
+    ("native_layer_norm", "grad"): (
+        "normalizing over a single element: the exact input gradient is 0; eager and cstorch return different "
+        "float32 cancellation residue"),
+    ("matrix_exp", "forward"): (
+        "jax's matrix exponential uses a Pade approximation, torch a Taylor polynomial; on the samples (1-norm "
+        "about 27) both are about 2e-3 from float64, jax slightly closer"),
+    ("matrix_exp", "grad"): "as matrix_exp forward: a different approximation of exp(A) than torch's",
+    ("masked_select", "grad"): (
+        "data-dependent shape: torch's masked_select backward fails on the unbacked size during capture with a "
+        "shape error rather than the data-dependence error cstorch turns into 'out of scope'"),
+    ("repeat_interleave", "forward"): "no lowering: aten.repeat_interleave.Tensor (output size depends on values)",
+    ("repeat_interleave", "grad"): "no lowering: aten.repeat_interleave.Tensor (output size depends on values)",
+    ("resize_as_", "forward"): "no lowering: aten.resize (changes a tensor's storage size in place)",
+    ("to_sparse", "grad"): "sparse tensors appear in the backward graph (sparse_mask, _to_sparse): out of scope",
+    ("nn.functional.linear_cross_entropy.chunked", "forward"): "no lowering: torch_nn._linear_cross_entropy_batch_chunked",
+    ("nn.functional.linear_cross_entropy.chunked", "grad"): "no lowering: torch_nn._linear_cross_entropy_batch_chunked",
+    ("nn.functional.linear_cross_entropy.chunked_none", "forward"): (
+        "no lowering: torch_nn._linear_cross_entropy_batch_chunked_no_reduction"),
+    ("nn.functional.linear_cross_entropy.chunked_none", "grad"): (
+        "no lowering: torch_nn._linear_cross_entropy_batch_chunked_no_reduction"),
+}
