@@ -23,6 +23,23 @@ class Direct:
         self.name, self.op, self.args, self.kwargs, self.values = name, op, args, kwargs or {}, values
 
 
+
+def _bag(mode, per_sample_weights=None):
+    weight, indices, offsets = torch.randn(7, 3), T(0, 2, 2, 5, 1, 6, 3), T(0, 3, 3, 5)
+    return weight, indices, offsets, aten._embedding_bag.default(weight, indices, offsets, False, mode, False,
+                                                                 per_sample_weights)
+
+
+def _bag_backward_args(mode):
+    _, indices, _, (out, offset2bag, bag_size, max_indices) = _bag(mode)
+    return (torch.randn(out.shape), indices, offset2bag, bag_size, max_indices, 7, False, mode, None, -1)
+
+
+def _bag_weights_backward_args():
+    weight, indices, offsets, (out, offset2bag, _, _) = _bag(0, torch.rand(7))
+    return (torch.randn(out.shape), weight, indices, offsets, offset2bag, 0, -1)
+
+
 DIRECT = [
     Direct("arange_end", aten.arange.default, lambda: (5,)),
     Direct("arange_end_float", aten.arange.default, lambda: (5,), {"dtype": torch.float32}),
@@ -110,6 +127,25 @@ DIRECT += [
     Direct("unfold_copy", aten.unfold_copy.default, lambda: (torch.randn(3, 7), 1, 3, 2)),
     Direct("as_strided", aten.as_strided.default, lambda: (torch.randn(12), [3, 2], [2, 3], 1)),
     Direct("matrix_exp", aten.linalg_matrix_exp.default, lambda: (torch.randn(2, 3, 3) * 0.3,)),
+    Direct("batch_norm_no_update", aten._batch_norm_no_update.default,
+           lambda: (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5, 0.1, 1e-5)),
+    Direct("replication_pad3d_backward", aten.replication_pad3d_backward.default,
+           lambda: (torch.randn(1, 2, 5, 4, 5), torch.randn(1, 2, 3, 3, 2), [1, 2, 0, 1, 1, 1])),
+    Direct("rrelu_with_noise_backward", aten.rrelu_with_noise_backward.default,
+           lambda: (torch.randn(6), torch.randn(6), torch.rand(6), 0.1, 0.3, True, False)),
+    Direct("fractional_max_pool3d", aten.fractional_max_pool3d.default,
+           lambda: (torch.randn(1, 2, 6, 6, 6), [2, 2, 2], [3, 3, 3], torch.rand(1, 2, 3))),
+    Direct("fractional_max_pool3d_backward", aten.fractional_max_pool3d_backward.default,
+           lambda: (torch.randn(1, 2, 3, 3, 3), torch.randn(1, 2, 6, 6, 6), [2, 2, 2], [3, 3, 3],
+                    aten.fractional_max_pool3d.default(torch.randn(1, 2, 6, 6, 6), [2, 2, 2], [3, 3, 3],
+                                                       torch.rand(1, 2, 3))[1])),
+    Direct("embedding_bag_dense_backward_max", aten._embedding_bag_dense_backward.default,
+           lambda: _bag_backward_args(mode=2)),
+    Direct("embedding_bag_per_sample_weights_backward", aten._embedding_bag_per_sample_weights_backward.default,
+           lambda: _bag_weights_backward_args()),
+    Direct("upsample_bicubic2d_aa", aten._upsample_bicubic2d_aa.default, lambda: (torch.randn(1, 2, 8, 6), [3, 4], False)),
+    Direct("upsample_bicubic2d_aa_backward", aten._upsample_bicubic2d_aa_backward.default,
+           lambda: (torch.randn(1, 2, 3, 4), [3, 4], [1, 2, 8, 6], False)),
 ]
 
 def _to_jax_tree(tree):
