@@ -18,7 +18,12 @@ class MaterializationError(CstorchError):
 
 
 class UnsupportedOpError(CstorchError, NotImplementedError):
-    """The captured graph holds an ATen op that has no jax.numpy lowering."""
+    """The captured graph holds an ATen op that has no jax.numpy lowering, or a lowering
+    cannot handle an argument value. `missing_ops` names the ops without a lowering."""
+
+    def __init__(self, message: str, missing_ops: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.missing_ops = tuple(missing_ops)
 
 
 class UnsupportedDTypeError(CstorchError, TypeError):

@@ -20,19 +20,14 @@ from typing import Iterator
 
 import torch
 import torch.fx.traceback as fx_traceback
+import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def _tensors(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    if hasattr(value, "to_tuple"):  # transformers' ModelOutput
-        return _tensors(value.to_tuple())
-    return []
+    """The tensors in a module's output (nested containers; transformers registers its
+    ModelOutput classes with torch's pytree)."""
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
 class _ModuleStack:

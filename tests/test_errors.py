@@ -232,8 +232,9 @@ def test_unsupported_op_names_the_op_and_its_module_path():
 
 
 def test_unsupported_op_outside_a_module_says_so():
-    with pytest.raises(cstorch.UnsupportedOpError, match="unlowered.default, from the step function itself"):
+    with pytest.raises(cstorch.UnsupportedOpError, match="unlowered.default, from the step function itself") as info:
         cstorch_jax.jit(lambda x: _unlowered(x))(torch.ones(3))
+    assert info.value.missing_ops == ("cstorch_test.unlowered.default",)
 
 
 def test_int64_outside_int32_range_is_refused():

@@ -258,9 +258,8 @@ class Outcome:
 
 def _describe(e: BaseException) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    if isinstance(e, UnsupportedOpError) and "cannot lower to XLA yet" in msg:
-        missing = [line.strip().split(", from ")[0] for line in str(e).splitlines()[1:-1]]
-        return f"no lowering: {', '.join(missing)}"
+    if isinstance(e, UnsupportedOpError) and e.missing_ops:
+        return f"no lowering: {', '.join(e.missing_ops)}"
     if isinstance(e, AssertionError):
         return f"mismatch: {msg[:200]}"
     return f"{type(e).__name__}: {msg[:200]}"

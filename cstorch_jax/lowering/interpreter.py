@@ -70,7 +70,8 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
     if missing:
         raise UnsupportedOpError(
             f"the captured step uses ATen ops that cstorch cannot lower to XLA yet:\n{_describe_missing(missing)}\n"
-            f"Rewrite the model code that produces them, or run the script on the CPU backend."
+            f"Rewrite the model code that produces them, or run the script on the CPU backend.",
+            missing_ops=tuple(missing),
         )
     nodes = list(gm.graph.nodes)
     consts = {

@@ -13,7 +13,9 @@ import pytest
 
 pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (dev extra)")
 
-from cstorch_jax.coverage.opinfo import FAIL, NOT_APPLICABLE, OUT_OF_SCOPE, check_mode, load_op_db, op_id  # noqa: E402
+from cstorch_jax.coverage.opinfo import (  # noqa: E402
+    DEFAULT_LIMIT, FAIL, NOT_APPLICABLE, OUT_OF_SCOPE, check_mode, load_op_db, op_id,
+)
 from opinfo_expected_failures import EXPECTED_FAILURES  # noqa: E402
 from opinfo_reached import REACHED  # noqa: E402
 
@@ -22,7 +24,7 @@ OPS = {op_id(op): op for op in load_op_db()}
 
 def _run(name: str, mode: str, request) -> None:
     full = request.config.getoption("--full")
-    outcome = check_mode(OPS[name], mode, limit=None if full else 4)
+    outcome = check_mode(OPS[name], mode, limit=None if full else DEFAULT_LIMIT)
     expected = EXPECTED_FAILURES.get((name, mode))
     if outcome.status == OUT_OF_SCOPE:
         pytest.skip("; ".join(outcome.reasons))
