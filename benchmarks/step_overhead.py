@@ -11,7 +11,7 @@ For each model, one process measures side by side:
   optimizer, driven by a `DataExecutor` on the CSX backend;
 * jax: the same model written in jax.numpy with the weights copied from the same
   torch initialisation, the same loss, and the same optimizer math (the jnp rules
-  `cstorch_jax.optim.sgd_rule` / `adamw_rule`), as one `jax.jit` step that donates
+  `cstorch_jax.optim.sgd_rule` / `adam_rule`), as one `jax.jit` step that donates
   the parameters and optimizer state.
 
 Both run the same sequence of batches. A step is timed from fetching its batch to
@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 import cstorch
-from cstorch_jax.optim import adamw_rule, sgd_rule
+from cstorch_jax.optim import adam_rule, sgd_rule
 
 from .models import GPT, MLP
 
@@ -103,22 +103,23 @@ def sgd_init(params):
 
 
 def sgd_update(params, grads, bufs, lr, wd, *, momentum):
-    out = sgd_rule(params, grads, bufs, lr, wd, momentum=momentum, dampening=0.0, nesterov=False, maximize=False)
-    return out[: len(params)], out[len(params):]
+    hp = {"lr": lr, "weight_decay": wd}
+    out = [sgd_rule(p, g, {"momentum_buffer": b}, hp, momentum=momentum, dampening=0.0, nesterov=False,
+                    maximize=False) for p, g, b in zip(params, grads, bufs)]
+    return [p for p, _ in out], [st["momentum_buffer"] for _, st in out]
 
 
 def adamw_init(params):
-    # beta powers start at 1.0; one distinct buffer each, since the state is donated
-    return ([jnp.zeros_like(p) for p in params], [jnp.zeros_like(p) for p in params],
-            [jnp.ones((), jnp.float32) for _ in params], [jnp.ones((), jnp.float32) for _ in params])
+    # one distinct buffer each, since the state is donated
+    return [{"step": jnp.zeros((), jnp.float32), "exp_avg": jnp.zeros_like(p), "exp_avg_sq": jnp.zeros_like(p)}
+            for p in params]
 
 
 def adamw_update(params, grads, state, lr, wd, *, betas, eps):
-    out = adamw_rule(params, grads, *state, lr, wd, beta1=betas[0], beta2=betas[1], eps=eps, l2=0.0,
-                     correct_bias=True)
-    n = len(params)
-    chunks = [out[i * n:(i + 1) * n] for i in range(5)]
-    return chunks[0], tuple(chunks[1:])
+    hp = {"lr": lr, "weight_decay": wd}
+    out = [adam_rule(p, g, st, hp, beta1=betas[0], beta2=betas[1], eps=eps, decoupled=True, amsgrad=False,
+                     correct_bias=True, maximize=False) for p, g, st in zip(params, grads, state)]
+    return [p for p, _ in out], [st for _, st in out]
 
 
 # --------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ The CSX backend (alias "XLA") captures the whole training step once, lowers it t
 jax.numpy and runs it as one immutable XLA executable; the CPU/GPU backends run the
 same script as eager PyTorch.
 """
-from . import distributed, optim, utils
+from . import amp, distributed, optim, utils
 from ._version import __version__
 from ._backend import Backend, BackendType, backend, current_backend, current_torch_device, use_cs
 from .checkpoint import load, save
@@ -17,6 +17,6 @@ from cstorch_jax import CstorchError, MaterializationError, StaticGraphError, Un
 __all__ = [
     "__version__", "backend", "Backend", "BackendType", "current_backend", "current_torch_device", "use_cs",
     "compile", "trace", "compile_step", "step_closure", "checkpoint_closure", "save", "load", "current_executor",
-    "optim", "utils", "distributed", "CstorchError", "StaticGraphError", "MaterializationError",
+    "amp", "optim", "utils", "distributed", "CstorchError", "StaticGraphError", "MaterializationError",
     "UnsupportedOpError",
 ]

@@ -6,6 +6,12 @@ entry). Optimizer hyper-parameters named in `Optimizer.TENSOR_HYPERPARAMS` (the
 learning rate, weight decay) that are Python numbers become per-step scalar inputs,
 read from the param group at every call, so changing them never changes the graph.
 Every other hyper-parameter is frozen into the graph; changing it later is an error.
+
+The live schedulers' step counters (`scheduler.last_epoch`, int64 0-d) and the live
+GradScalers' tensors (dynamic loss scale and counters) are state too, so
+`scheduler.step()` and `scaler.update()` inside the step advance them on the device and
+one executable serves the whole schedule; the schedulers' hyper-parameters are frozen
+like the optimizers'.
 """
 from __future__ import annotations
 
@@ -17,9 +23,19 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 
 class StepState:
-    def __init__(self, models: list[torch.nn.Module], optimizers: list):
+    def __init__(self, models: list[torch.nn.Module], optimizers: list, schedulers: list | None = None,
+                 grad_scalers: list | None = None):
+        if schedulers is None:
+            from .optim.scheduler import live_schedulers
+
+            schedulers = live_schedulers()
+        if grad_scalers is None:
+            from .amp.grad_scaler import live_grad_scalers
+
+            grad_scalers = live_grad_scalers()
         self.models = list(models)
         self.optimizers = list(optimizers)
+        self.schedulers = list(schedulers)
         self.names: list[str] = []
         self.tensors: list[torch.Tensor] = []
         seen: dict[int, int] = {}
@@ -54,8 +70,18 @@ class StepState:
                 for k, v in st.items():
                     if isinstance(v, torch.Tensor):
                         add(f"optimizer{oi}.state.{index.get(id(p), '?')}.{k}", v)
+        # (object, attribute) pairs whose tensors are state, bound by swapping the attribute
+        self._attr_state: list[tuple[object, str]] = []
+        for si, sched in enumerate(self.schedulers):
+            add(f"scheduler{si}.last_epoch", sched.last_epoch)
+            self._attr_state.append((sched, "last_epoch"))
+        for gi, scaler in enumerate(grad_scalers):
+            for attr, t in scaler.state_tensors().items():
+                add(f"grad_scaler{gi}.{attr.lstrip('_')}", t)
+                self._attr_state.append((scaler, attr))
         self._frozen_models = list(self.models)
         self._frozen_optimizers = list(self.optimizers)
+        self._frozen_schedulers = list(self.schedulers)
 
     def _model_prefix(self, mi: int) -> str:
         return "model" if len(self.models) == 1 else f"model{mi}"
@@ -67,6 +93,7 @@ class StepState:
                                if any(id(t) in used for t in (*m.parameters(), *m.buffers()))]
         self._frozen_optimizers = [o for o in self.optimizers
                                    if any(id(p) in used for g in o.param_groups for p in g["params"])]
+        self._frozen_schedulers = [s for s in self.schedulers if id(s.last_epoch) in used]
 
     # -- per-step values ----------------------------------------------------------
     def scalar_values(self) -> list[float]:
@@ -93,6 +120,10 @@ class StepState:
                     if k == "params" or (oi, gi, k) in lifted or isinstance(v, torch.Tensor):
                         continue
                     out[f"optimizer{oi}.param_groups[{gi}][{k!r}]"] = repr(v)
+        for sched in self._frozen_schedulers:
+            si = self.schedulers.index(sched)
+            for k, v in sched._graph_constants().items():
+                out[f"scheduler{si} ({type(sched).__name__}).{k}"] = v
         return out
 
     # -- capture ------------------------------------------------------------------
@@ -109,6 +140,8 @@ class StepState:
                 stack.enter_context(_bind_optimizer(opt, sub))
             for (oi, gi, key), value in zip(self._scalar_slots, traced_scalars):
                 stack.enter_context(_swap_item(self.optimizers[oi].param_groups[gi], key, value))
+            for obj, attr in self._attr_state:
+                stack.enter_context(_swap_attr(obj, attr, sub[id(getattr(obj, attr))]))
             yield
 
 
@@ -120,6 +153,16 @@ def _swap_item(d: dict, key, value):
         yield
     finally:
         d[key] = old
+
+
+@contextlib.contextmanager
+def _swap_attr(obj, name: str, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ import torch.utils._pytree as pytree
 import cstorch_jax
 from cstorch_jax import Executable, StaticGraphError, TensorSpec, to_jax_many
 
-from . import _backend
+from . import _backend, amp
 from .runtime import ClosureRecorder, wrap_outputs
 from .state import StepState
 
@@ -79,6 +79,7 @@ class TracedStep:
 
     # -- public -------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        amp.skip.clear()
         b = _backend.backend()
         if b is None or not b.is_csx:
             return self.fn(*args, **kwargs)
@@ -88,7 +89,10 @@ class TracedStep:
                 "DataExecutor: `for batch in cstorch.utils.data.DataExecutor(loader, num_steps=...)`."
             )
         if self.program is None:
-            self.program = self._compile(b, args, kwargs)
+            try:
+                self.program = self._compile(b, args, kwargs)
+            finally:
+                amp.skip.clear()  # records made while capturing hold traced tensors
         return self._run(b, self.program, args, kwargs)
 
     @property
@@ -115,7 +119,7 @@ class TracedStep:
             a, kw = pytree.tree_unflatten(full, in_spec)
             b.run.capturing = recorder
             try:
-                with state.bind(traced_state, scalars):
+                with state.bind(traced_state, scalars), amp.precision.capture_autocast():
                     result = self.fn(*a, **kw)
             finally:
                 b.run.capturing = None

@@ -168,7 +168,7 @@ def test_optimizer_validation():
     with pytest.raises(ValueError, match="beta"):
         cstorch.optim.AdamW(p, betas=(1.0, 0.9))
     opt = cstorch.optim.AdamW(p)
-    assert set(opt.state[p[0]]) == {"exp_avg", "exp_avg_sq", "beta1_power", "beta2_power"}  # preinitialised
+    assert set(opt.state[p[0]]) == {"step", "exp_avg", "exp_avg_sq"}  # preinitialised, torch.optim.AdamW's keys
     with pytest.raises(TypeError):
         cstorch.optim.Optimizer(p, {})  # abstract
 

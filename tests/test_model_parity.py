@@ -70,7 +70,7 @@ def test_csx_matches_cpu(model_name, opt_name):
     assert not torch.equal(csx_model[first], model.state_dict()[first])
     # one optimizer update is ONE node of the captured graph
     ops = step.executable.captured.ops()
-    update = "cstorch.sgd_update.default" if opt_name == "sgd" else "cstorch.adamw_update.default"
+    update = "cstorch.sgd_update.default" if opt_name == "sgd" else "cstorch.adam_update.default"
     assert ops.get(update) == 1, ops
 
 

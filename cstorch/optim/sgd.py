@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import torch
 
-import cstorch_jax.optim  # noqa: F401  (defines torch.ops.cstorch.sgd_update)
+from cstorch_jax.optim import sgd_update
 
-from .optimizer import Optimizer, as_tensor
+from .optimizer import Optimizer, check_hyperparameter
 
 
 class SGD(Optimizer):
     def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False):
-        if lr is None or (not isinstance(lr, torch.Tensor) and lr < 0.0):
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_hyperparameter("lr", lr, label="learning rate")
+        check_hyperparameter("momentum", momentum, label="momentum value")
+        check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
@@ -33,10 +30,7 @@ class SGD(Optimizer):
     def step(self, closure=None):
         loss = self._call_closure(closure)
         for group, params in self._groups_with_grads():
-            bufs = [self.state[p]["momentum_buffer"] for p in params] if group["momentum"] != 0 else []
-            new = torch.ops.cstorch.sgd_update(
-                params, [p.grad for p in params], bufs, as_tensor(group["lr"]), as_tensor(group["weight_decay"]),
-                float(group["momentum"]), float(group["dampening"]), bool(group["nesterov"]), bool(group["maximize"]),
-            )
-            self._write_back([*params, *bufs], new)
+            self._apply_update(sgd_update, group, params, dict(
+                momentum=float(group["momentum"]), dampening=float(group["dampening"]),
+                nesterov=bool(group["nesterov"]), maximize=bool(group["maximize"])))
         return loss

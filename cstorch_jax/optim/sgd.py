@@ -1,56 +1,28 @@
-"""SGD with momentum, dampening, Nesterov, weight decay and maximize: one custom op.
+"""SGD with momentum, dampening, Nesterov, weight decay and maximize.
 
-For each parameter p with gradient g (negated when maximizing):
+For a parameter p with gradient g (negated when maximizing):
 
     d  = g + weight_decay * p
     b' = momentum * b + (1 - dampening) * d          (b starts at zero)
     u  = d + momentum * b'  if nesterov  else  b'     (u = d when momentum == 0)
     p' = p - lr * u
 
-`cstorch::sgd_update(params, grads, bufs, lr, weight_decay, ...)` returns
-[*new params, *new momentum buffers]; lr and weight_decay are 0-d tensors.
+Because b starts at zero, the first step with dampening != 0 moves by (1 - dampening)
+of torch.optim.SGD's step (torch starts the buffer at d); with dampening == 0 the two agree.
 """
 from __future__ import annotations
 
-
-import jax
-import jax.numpy as jnp
-import torch
-from torch import Tensor
-
-from ..lowering import register
-from .eager import run_eagerly
+from .update_op import define_update
 
 
-def sgd_rule(params, grads, bufs, lr, weight_decay, *, momentum, dampening, nesterov, maximize):
-    new_params, new_bufs = [], []
-    for i, (p, g) in enumerate(zip(params, grads)):
-        d = -g if maximize else g
-        d = d + weight_decay.astype(p.dtype) * p
-        if momentum != 0:
-            b = momentum * bufs[i] + (1 - dampening) * d
-            new_bufs.append(b)
-            d = d + momentum * b if nesterov else b
-        new_params.append(p - lr.astype(p.dtype) * d)
-    return [*new_params, *new_bufs]
+def sgd_rule(p, g, state, hp, *, momentum, dampening, nesterov, maximize):
+    d = -g if maximize else g
+    d = d + hp["weight_decay"].astype(p.dtype) * p
+    if momentum != 0:
+        b = momentum * state["momentum_buffer"] + (1 - dampening) * d
+        state = {"momentum_buffer": b}
+        d = d + momentum * b if nesterov else b
+    return p - hp["lr"].astype(p.dtype) * d, state
 
 
-_sgd_jit = jax.jit(sgd_rule, static_argnames=("momentum", "dampening", "nesterov", "maximize"))
-
-
-@torch.library.custom_op("cstorch::sgd_update", mutates_args=())
-def sgd_update(params: list[Tensor], grads: list[Tensor], bufs: list[Tensor], lr: Tensor, weight_decay: Tensor,
-               momentum: float, dampening: float, nesterov: bool, maximize: bool) -> list[Tensor]:
-    return run_eagerly(_sgd_jit, [params, grads, bufs], [lr, weight_decay], [*params, *bufs],
-                       momentum=momentum, dampening=dampening, nesterov=nesterov, maximize=maximize)
-
-
-@sgd_update.register_fake
-def _(params, grads, bufs, lr, weight_decay, momentum, dampening, nesterov, maximize):
-    return [torch.empty_like(t) for t in (*params, *bufs)]
-
-
-@register(torch.ops.cstorch.sgd_update.default)
-def _lower_sgd(params, grads, bufs, lr, weight_decay, momentum, dampening, nesterov, maximize):
-    return sgd_rule(params, grads, bufs, jnp.asarray(lr), jnp.asarray(weight_decay), momentum=momentum,
-                    dampening=dampening, nesterov=nesterov, maximize=maximize)
+sgd_update = define_update("sgd_update", sgd_rule)

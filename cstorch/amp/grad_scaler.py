@@ -1,0 +1,251 @@
+"""`cstorch.amp.GradScaler`: static or dynamic loss scaling, entirely as tensor math, so
+a whole scaled step (including a skipped one) is one captured graph.
+
+Static (`loss_scale` a number, default 1.0): the loss is multiplied by the scale and
+the gradients divided by it before the optimizer step.
+
+Dynamic (`loss_scale="dynamic"`): the state is four tensors, `loss_scale` (float32),
+`steps_since_rescale`, `overflows_since_rescale`, `num_skipped_steps` (int64). A step
+is finite when the global norm of the unscaled gradients is below inf (a NaN or inf
+anywhere makes it infinite). A non-finite step leaves the parameters and optimizer
+state as they were (`torch.where` on every tensor the optimizer owns) and counts as
+skipped; schedulers do not advance either. `update()` then:
+
+    steps += 1;  overflows += not finite
+    if overflows / steps > overflow_tolerance:  scale /= 2;  steps = overflows = 0
+    if steps >= steps_per_increase:              scale *= 2;  steps = overflows = 0
+    scale = clamp(scale, min_loss_scale, max_loss_scale)
+
+so the scale halves at once on an overflow (tolerance 0) and doubles after
+`steps_per_increase` clean steps (the real system's code compares with `>` and doubles
+one step later). Unlike the real system, which scales only
+on CSX, the same arithmetic runs on every backend (the CPU backend stays a reference
+for CSX numerics).
+"""
+from __future__ import annotations
+
+import enum
+import warnings
+import weakref
+from typing import Union
+
+import torch
+
+from . import skip
+
+_LIVE: "weakref.WeakSet[GradScaler]" = weakref.WeakSet()
+
+
+def live_grad_scalers() -> list["GradScaler"]:
+    return sorted(_LIVE, key=lambda s: s._creation_index)
+
+
+_counter = 0
+
+
+class _OptState(enum.Enum):
+    READY = enum.auto()
+    SCALED = enum.auto()
+    UNSCALED = enum.auto()
+    STEPPED = enum.auto()
+
+
+_TENSOR_STATE = ("_loss_scale", "_steps_since_rescale", "_overflows_since_rescale", "_num_skipped_steps")
+
+
+class GradScaler:
+    def __init__(self, loss_scale: Union[str, float, None] = None, init_scale: float | None = None,
+                 steps_per_increase: int | None = None, min_loss_scale: float | None = None,
+                 max_loss_scale: float | None = None, overflow_tolerance: float = 0.0,
+                 max_gradient_norm: float | None = None):
+        global _counter
+        loss_scale = loss_scale or 1.0
+        default_max = 2.0 ** 15
+        self._min_loss_scale = min_loss_scale or 2.0 ** -14
+        self._max_loss_scale = max_loss_scale or default_max
+        self._steps_per_increase = steps_per_increase or 2000
+        self._overflow_tolerance = overflow_tolerance
+        self._max_gradient_norm = None
+        self.dynamic = loss_scale == "dynamic"
+        if self.dynamic:
+            if self._min_loss_scale < 2.0 ** -14:
+                raise ValueError(f"min_loss_scale too small: {self._min_loss_scale} < 2**-14")
+            if overflow_tolerance < 0:
+                raise ValueError(f"overflow_tolerance must be >= 0, got {overflow_tolerance}")
+            if max_gradient_norm:
+                warnings.warn("Global gradient clipping inside GradScaler is deprecated; use "
+                              "torch.nn.utils.clip_grad_norm_ or optimizer_step(max_gradient_norm=...)")
+                self._max_gradient_norm = float(max_gradient_norm)
+            self._loss_scale = torch.tensor(min(self._max_loss_scale, init_scale or default_max),
+                                            dtype=torch.float32)
+            self._steps_since_rescale = torch.zeros((), dtype=torch.int64)
+            self._overflows_since_rescale = torch.zeros((), dtype=torch.int64)
+            self._num_skipped_steps = torch.zeros((), dtype=torch.int64)
+        else:
+            if isinstance(loss_scale, str):
+                raise ValueError(f"loss_scale must be a number or \"dynamic\", got {loss_scale!r}")
+            self._loss_scale = float(loss_scale)
+        self._squared_norms: list[torch.Tensor] = []
+        self.isfinite: torch.Tensor | None = None
+        self._non_clamped_loss_scale: torch.Tensor | None = None
+        self._opt_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        _counter += 1
+        self._creation_index = _counter
+        _LIVE.add(self)
+
+    # -- tensors a compiled step is bound to ---------------------------------------------
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The scaler's tensor state by attribute name (empty for static scaling)."""
+        return {k: getattr(self, k) for k in _TENSOR_STATE if isinstance(getattr(self, k, None), torch.Tensor)}
+
+    # -- the scaling protocol ------------------------------------------------------------
+    def _optimizers(self):
+        from ..optim.optimizer import live_optimizers
+
+        return live_optimizers()
+
+    def _state_of(self, optimizer) -> _OptState:
+        return self._opt_states.get(optimizer, _OptState.READY)
+
+    def _scale_is_one(self) -> bool:
+        return not self.dynamic and self._loss_scale == 1.0
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """loss * scale, in float32."""
+        for opt in self._optimizers():
+            state = self._state_of(opt)
+            if self._scale_is_one():
+                self._opt_states[opt] = _OptState.UNSCALED
+            elif state is _OptState.READY:
+                self._opt_states[opt] = _OptState.SCALED
+            elif state is not _OptState.SCALED:
+                raise RuntimeError("Optimizer parameter gradients already scaled: call update() after step() "
+                                   "before scaling the next loss.")
+        return loss.float() if self._scale_is_one() else loss.float() * self._loss_scale
+
+    def unscale_(self, optimizer) -> None:
+        """Divide `optimizer`'s gradients by the scale, in place (once per step)."""
+        state = self._state_of(optimizer)
+        if state is _OptState.UNSCALED:
+            return
+        if state is _OptState.STEPPED:
+            raise RuntimeError("unscale_() is being called after step(); call update() first.")
+        self._opt_states[optimizer] = _OptState.UNSCALED
+        if self._scale_is_one():
+            return
+        inv_scale = (1.0 / self._loss_scale) if self.dynamic else torch.tensor(1.0 / self._loss_scale)
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad.mul_(inv_scale)
+                    if self.dynamic:
+                        self._squared_norms.append(torch.sum(p.grad.float() * p.grad.float()))
+
+    def _check_finite(self) -> torch.Tensor:
+        """isfinite of the global gradient norm; applies the deprecated built-in clipping."""
+        norms = self._squared_norms or [torch.zeros((), dtype=torch.float32)]
+        global_norm = torch.sqrt(torch.sum(torch.stack(norms)))
+        isfinite = global_norm < float("inf")
+        if self._max_gradient_norm:
+            coef = torch.clamp(self._max_gradient_norm / (global_norm + 1e-6), max=1.0)
+            for opt in self._optimizers():
+                for group in opt.param_groups:
+                    for p in group["params"]:
+                        if p.grad is not None:
+                            p.grad.mul_(coef)
+        return isfinite
+
+    def step(self, optimizer, *args, **kwargs):
+        """Unscale (if not done yet) and step `optimizer`; with dynamic scaling a step
+        with non-finite gradients changes nothing."""
+        if self._state_of(optimizer) is _OptState.STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        for opt in self._optimizers():
+            if self._state_of(opt) is _OptState.SCALED:
+                self.unscale_(opt)
+        if self.dynamic and self.isfinite is None:
+            self.isfinite = self._check_finite()
+        result = self.step_if_finite(optimizer, *args, **kwargs)
+        self._opt_states[optimizer] = _OptState.STEPPED
+        return result
+
+    def step_if_finite(self, optimizer, *args, **kwargs):
+        """optimizer.step(), kept only where the gradients were finite (dynamic scaling)."""
+        if not self.dynamic:
+            return optimizer.step(*args, **kwargs)
+        if self.isfinite is None:
+            self.isfinite = self._check_finite()
+        isfinite = self.isfinite
+        owned = [p for g in optimizer.param_groups for p in g["params"]]
+        owned += [t for p in owned for t in optimizer.state[p].values() if isinstance(t, torch.Tensor)]
+        with torch.no_grad():
+            before = [t.clone() for t in owned]
+            result = optimizer.step(*args, **kwargs)
+            for t, old in zip(owned, before):
+                t.copy_(torch.where(isfinite, t, old))
+            self._num_skipped_steps.add_(1 - isfinite.long())
+        skip.record_step_applied(optimizer, isfinite)
+        return result
+
+    def update(self, new_scale=None) -> None:
+        """Adjust the dynamic scale after every optimizer has stepped (see the module docstring)."""
+        if new_scale:
+            raise ValueError("cstorch.amp.GradScaler.update() does not take a new_scale")
+        if self.dynamic:
+            with torch.no_grad():
+                self._update_scale()
+        self.isfinite = None
+        self._squared_norms = []
+        self._opt_states = weakref.WeakKeyDictionary()
+
+    def _update_scale(self) -> None:
+        isfinite = self._check_finite() if self.isfinite is None else self.isfinite
+        overflow = 1 - isfinite.long()
+        self._steps_since_rescale.add_(1)
+        self._overflows_since_rescale.add_(overflow)
+        ratio = self._overflows_since_rescale.float() / self._steps_since_rescale.float()
+        decrease = (ratio > self._overflow_tolerance).long()
+        self._loss_scale.div_((1 + decrease).float())
+        self._steps_since_rescale.mul_(1 - decrease)
+        self._overflows_since_rescale.mul_(1 - decrease)
+        increase = (self._steps_since_rescale >= self._steps_per_increase).long()
+        self._loss_scale.mul_((1 + increase).float())
+        self._steps_since_rescale.mul_(1 - increase)
+        self._overflows_since_rescale.mul_(1 - increase)
+        self._loss_scale.clamp_(max=self._max_loss_scale)
+        self._non_clamped_loss_scale = self._loss_scale.clone()
+        self._loss_scale.clamp_(min=self._min_loss_scale)
+
+    # -- queries and state dict ------------------------------------------------------------
+    def get_scale(self):
+        return self._loss_scale
+
+    def get_non_clamped_scale(self):
+        """The scale before clamping to min_loss_scale in the last update."""
+        if self.dynamic and self._non_clamped_loss_scale is not None:
+            return self._non_clamped_loss_scale
+        return self._loss_scale
+
+    def get_num_skipped_steps(self) -> torch.Tensor:
+        return self._num_skipped_steps if self.dynamic else torch.zeros((), dtype=torch.int64)
+
+    def state_dict(self) -> dict:
+        if self.dynamic:
+            return {"loss_scale": self._loss_scale, "steps_since_rescale": self._steps_since_rescale,
+                    "overflows_since_rescale": self._overflows_since_rescale,
+                    "num_skipped_steps": self._num_skipped_steps}
+        return {"loss_scale": self._loss_scale}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Values are copied into the existing tensors (a compiled step is bound to them)."""
+        for key, value in state_dict.items():
+            attr = f"_{key}"
+            if attr not in _TENSOR_STATE:
+                raise KeyError(f"unexpected GradScaler state {key!r}; expected some of "
+                               f"{[k[1:] for k in _TENSOR_STATE]}")
+            current = getattr(self, attr)
+            if isinstance(current, torch.Tensor):
+                with torch.no_grad():
+                    current.copy_(torch.as_tensor(value, dtype=current.dtype))
+            elif self.dynamic is False and attr == "_loss_scale":
+                self._loss_scale = float(value)

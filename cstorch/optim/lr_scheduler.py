@@ -1,0 +1,260 @@
+"""Learning-rate schedulers: the schedules of `cstorch.optim.scheduler` applied to the
+param groups' "lr", with learning-rate argument names (`initial_learning_rate`,
+`end_learning_rate`, `base_lr`, `max_lr`, ...). See `cstorch.optim.scheduler` for how
+the value reaches the optimizer on every backend."""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import torch
+
+from . import scheduler as _s
+from .scheduler_base import TagsType, _alias
+
+
+class LRScheduler(_s.Scheduler, torch.optim.lr_scheduler.LRScheduler):
+    """Base class of the learning-rate schedulers (param group key "lr"). It is also a
+    `torch.optim.lr_scheduler.LRScheduler` for isinstance checks; the behaviour is the
+    closed-form one of `cstorch.optim.scheduler.Scheduler`."""
+
+    @property
+    def param_group_key(self) -> str:
+        return "lr"
+
+    def get_last_lr(self) -> list:
+        """The learning rate each param group holds now (None where not scheduled)."""
+        return self.get_last_value()
+
+    def get_lr(self) -> list:
+        """The closed form at the current step, per param group."""
+        return self.get()
+
+
+class ConstantLR(LRScheduler, _s.ConstantScheduler):
+    """A constant learning rate (`total_iters`: how long it lasts inside a sequence)."""
+
+    val = _alias("learning_rate")
+
+    def __init__(self, optimizer, learning_rate: float, total_iters: Optional[int] = None,
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, val=learning_rate, total_iters=total_iters, param_group_tags=param_group_tags)
+
+
+class PolynomialLR(LRScheduler, _s.PolynomialScheduler):
+    """Polynomial decay from `initial_learning_rate` to `end_learning_rate` over
+    `total_iters` steps (see PolynomialScheduler)."""
+
+    initial_val = _alias("initial_learning_rate")
+    end_val = _alias("end_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, end_learning_rate: float, total_iters: int,
+                 power: float = 1.0, cycle: bool = False, param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, end_val=end_learning_rate,
+                         total_iters=total_iters, power=power, cycle=cycle, param_group_tags=param_group_tags)
+
+
+class LinearLR(LRScheduler, _s.LinearScheduler):
+    """Linear decay (or warm-up) from `initial_learning_rate` to `end_learning_rate` over
+    `total_iters` steps, then constant. Absolute rates, not torch's factors."""
+
+    initial_val = _alias("initial_learning_rate")
+    end_val = _alias("end_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, end_learning_rate: float, total_iters: int,
+                 cycle: bool = False, param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, end_val=end_learning_rate,
+                         total_iters=total_iters, cycle=cycle, param_group_tags=param_group_tags)
+
+
+class ExponentialLR(LRScheduler, _s.ExponentialScheduler):
+    """`initial_learning_rate * decay_rate^(t / total_iters)` (floored exponent with
+    `staircase=True`). torch's ExponentialLR(gamma) is total_iters=1, decay_rate=gamma."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, total_iters: int, decay_rate: float,
+                 staircase: bool = False, param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, total_iters=total_iters,
+                         decay_rate=decay_rate, staircase=staircase, param_group_tags=param_group_tags)
+
+
+class InverseExponentialTimeDecayLR(LRScheduler, _s.InverseExponentialTimeDecayScheduler):
+    """`initial_learning_rate / (1 + decay_rate * t^step_exponent / total_iters)`."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, step_exponent: float, total_iters: int,
+                 decay_rate: float, staircase: bool = False, param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, step_exponent=step_exponent,
+                         total_iters=total_iters, decay_rate=decay_rate, staircase=staircase,
+                         param_group_tags=param_group_tags)
+
+
+class InverseSquareRootDecayLR(LRScheduler, _s.InverseSquareRootDecayScheduler):
+    """`initial_learning_rate * scale / sqrt(max(t, warmup_steps))`."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float = 1.0, scale: float = 1.0, warmup_steps: int = 1,
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, scale=scale, warmup_steps=warmup_steps,
+                         param_group_tags=param_group_tags)
+
+
+class CosineDecayLR(LRScheduler, _s.CosineDecayScheduler):
+    """Cosine decay from `initial_learning_rate` to `end_learning_rate` over `total_iters`
+    steps, then constant."""
+
+    initial_val = _alias("initial_learning_rate")
+    end_val = _alias("end_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, end_learning_rate: float, total_iters: int,
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, end_val=end_learning_rate,
+                         total_iters=total_iters, param_group_tags=param_group_tags)
+
+
+class SequentialLR(LRScheduler, _s.SequentialScheduler):
+    """Learning-rate schedulers one after the other, switching at `milestones`; each
+    starts from its own step 0 (see SequentialScheduler)."""
+
+    def __init__(self, optimizer, schedulers: Sequence[LRScheduler], milestones: Sequence[int],
+                 last_epoch: int = -1, param_group_tags: TagsType = None):
+        super().__init__(optimizer, schedulers=schedulers, milestones=milestones, last_epoch=last_epoch,
+                         param_group_tags=param_group_tags)
+
+
+class PiecewiseConstantLR(LRScheduler, _s.PiecewiseConstantScheduler):
+    """`learning_rates[k]` from milestone k-1 on (`len(learning_rates) == len(milestones) + 1`)."""
+
+    constant_cls = ConstantLR
+    vals = _alias("learning_rates")
+
+    def __init__(self, optimizer, learning_rates: Sequence[float], milestones: Sequence[int],
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, vals=learning_rates, milestones=milestones, param_group_tags=param_group_tags)
+
+
+class MultiStepLR(LRScheduler, _s.MultiStepScheduler):
+    """`initial_learning_rate * gamma^(number of milestones <= t)` (torch's MultiStepLR)."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, gamma: float, milestones: Sequence[int],
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, gamma=gamma, milestones=milestones,
+                         param_group_tags=param_group_tags)
+
+
+class StepLR(LRScheduler, _s.StepScheduler):
+    """`initial_learning_rate * gamma^floor(t / step_size)` (torch's StepLR)."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, step_size: int, gamma: float,
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, step_size=step_size, gamma=gamma,
+                         param_group_tags=param_group_tags)
+
+
+class CosineAnnealingLR(LRScheduler, _s.CosineAnnealingScheduler):
+    """torch's CosineAnnealingLR from `initial_learning_rate` (periodic, period 2*T_max)."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, T_max: float, eta_min: float = 0.0,
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, T_max=T_max, eta_min=eta_min,
+                         param_group_tags=param_group_tags)
+
+
+class LambdaLR(LRScheduler, _s.LambdaScheduler):
+    """`initial_learning_rate` times the factors of `set_value_lambda()` (override it;
+    see LambdaScheduler)."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, param_group_tags=param_group_tags)
+
+
+class CosineAnnealingWarmRestarts(LRScheduler, _s.CosineAnnealingWarmRestartsScheduler):
+    """Cosine annealing from `initial_learning_rate` to `eta_min`, restarting every `T_0`
+    steps (T_mult must be 1). Unlike the real library's formula, the value keeps
+    following the cosine after the first restart (see CosineAnnealingWarmRestartsScheduler)."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, T_0=T_0, T_mult=T_mult, eta_min=eta_min,
+                         param_group_tags=param_group_tags)
+
+
+class MultiplicativeLR(LRScheduler, _s.MultiplicativeScheduler):
+    """`initial_learning_rate * coefficient^t`."""
+
+    initial_val = _alias("initial_learning_rate")
+
+    def __init__(self, optimizer, initial_learning_rate: float, coefficient: float,
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, coefficient=coefficient,
+                         param_group_tags=param_group_tags)
+
+
+class ChainedLR(LRScheduler, _s.ChainedScheduler):
+    """The product of learning-rate schedules (see ChainedScheduler in
+    `cstorch.optim.scheduler`); the optimizer is the schedulers'."""
+
+    def __init__(self, schedulers: Sequence[LRScheduler], param_group_tags: TagsType = None):
+        super().__init__(schedulers=schedulers, param_group_tags=param_group_tags)
+
+
+class ChainedScheduler(ChainedLR):
+    """Alias of ChainedLR (torch's name)."""
+
+
+class CyclicLR(LRScheduler, _s.CyclicScheduler):
+    """torch's CyclicLR between `base_lr` and `max_lr` (no momentum cycling)."""
+
+    base_val = _alias("base_lr")
+    max_val = _alias("max_lr")
+
+    def __init__(self, optimizer, base_lr: float, max_lr: float, step_size_up: float = 2000,
+                 step_size_down: Optional[float] = None, mode: str = "triangular", gamma: float = 1.0,
+                 scale_mode: str = "cycle", param_group_tags: TagsType = None):
+        super().__init__(optimizer, base_val=base_lr, max_val=max_lr, step_size_up=step_size_up,
+                         step_size_down=step_size_down, mode=mode, gamma=gamma, scale_mode=scale_mode,
+                         param_group_tags=param_group_tags)
+
+
+class OneCycleLR(LRScheduler, _s.OneCycleScheduler):
+    """The 1cycle policy from `initial_learning_rate` (torch's max_lr / div_factor) up to
+    `max_lr` and down to `initial_learning_rate / final_div_factor`."""
+
+    initial_val = _alias("initial_learning_rate")
+    max_val = _alias("max_lr")
+
+    def __init__(self, optimizer, initial_learning_rate: float, max_lr: float, total_steps: int = 1000,
+                 pct_start: float = 0.3, final_div_factor: float = 1e4, three_phase: bool = False,
+                 anneal_strategy: str = "cos", param_group_tags: TagsType = None):
+        super().__init__(optimizer, initial_val=initial_learning_rate, max_val=max_lr, total_steps=total_steps,
+                         pct_start=pct_start, final_div_factor=final_div_factor, three_phase=three_phase,
+                         anneal_strategy=anneal_strategy, param_group_tags=param_group_tags)
+
+
+class ScalePerParamLR(LRScheduler, _s.ScalePerParamScheduler):
+    """Multiplies a learning-rate schedule by each param group's `adjust_learning_rate`."""
+
+    adjustment_scalars = _alias("lr_adjustment_scalars")
+
+    def __init__(self, optimizer, scheduler: LRScheduler, param_group_tags: TagsType = None):
+        super().__init__(optimizer, scheduler=scheduler, param_group_tags=param_group_tags)
+
+
+__all__: List[str] = [
+    "LRScheduler", "ConstantLR", "PolynomialLR", "LinearLR", "ExponentialLR", "InverseExponentialTimeDecayLR",
+    "InverseSquareRootDecayLR", "CosineDecayLR", "SequentialLR", "PiecewiseConstantLR", "MultiStepLR", "StepLR",
+    "CosineAnnealingLR", "LambdaLR", "CosineAnnealingWarmRestarts", "MultiplicativeLR", "ChainedLR",
+    "ChainedScheduler", "CyclicLR", "OneCycleLR", "ScalePerParamLR",
+]
