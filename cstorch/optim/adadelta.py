@@ -28,12 +28,7 @@ class Adadelta(Optimizer):
         super().__init__(params, defaults)
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                st = self.state[p]
-                st["step"] = torch.zeros((), dtype=torch.float32)
-                st["square_avg"] = torch.zeros_like(p)
-                st["acc_delta"] = torch.zeros_like(p)
+        self._init_state("square_avg", "acc_delta")
 
     @torch.no_grad()
     def step(self, closure=None):

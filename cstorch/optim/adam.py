@@ -12,18 +12,14 @@ import torch
 
 from cstorch_jax.optim import adam_update
 
-from .optimizer import Optimizer, check_hyperparameter, steps_from_beta_powers
+from .optimizer import Optimizer, check_adam_hyperparameters, steps_from_beta_powers
 
 
 class _AdamBase(Optimizer):
     _decoupled: bool
 
     def __init__(self, params, lr, betas, eps, weight_decay, amsgrad, correct_bias, maximize):
-        check_hyperparameter("lr", lr, label="learning rate")
-        check_hyperparameter("eps", eps, label="epsilon value")
-        for i, beta in enumerate(betas):
-            check_hyperparameter("beta", beta, high=1.0, label=f"beta parameter at index {i}")
-        check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         correct_bias=correct_bias, maximize=maximize)
         super().__init__(params, defaults)

@@ -7,7 +7,7 @@ import torch
 
 from cstorch_jax.optim import adamax_update
 
-from .optimizer import Optimizer, check_hyperparameter, steps_from_beta_powers
+from .optimizer import Optimizer, check_adam_hyperparameters, steps_from_beta_powers
 
 
 class Adamax(Optimizer):
@@ -20,21 +20,12 @@ class Adamax(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, maximize=False):
-        check_hyperparameter("lr", lr, label="learning rate")
-        check_hyperparameter("eps", eps, label="epsilon value")
-        for i, beta in enumerate(betas):
-            check_hyperparameter("beta", beta, high=1.0, label=f"beta parameter at index {i}")
-        check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize)
         super().__init__(params, defaults)
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                st = self.state[p]
-                st["step"] = torch.zeros((), dtype=torch.float32)
-                st["exp_avg"] = torch.zeros_like(p)
-                st["exp_inf"] = torch.zeros_like(p)
+        self._init_state("exp_avg", "exp_inf")
 
     @torch.no_grad()
     def step(self, closure=None):

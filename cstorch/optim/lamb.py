@@ -7,7 +7,7 @@ import torch
 
 from cstorch_jax.optim import lamb_update
 
-from .optimizer import Optimizer, check_hyperparameter
+from .optimizer import Optimizer, check_adam_hyperparameters
 
 
 class Lamb(Optimizer):
@@ -15,18 +15,11 @@ class Lamb(Optimizer):
     `adam=True` fixes the trust ratio at 1. State: `exp_avg`, `exp_avg_sq`."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, adam=False):
-        check_hyperparameter("lr", lr, label="learning rate")
-        check_hyperparameter("eps", eps, label="epsilon value")
-        for i, beta in enumerate(betas):
-            check_hyperparameter("beta", beta, high=1.0, label=f"beta parameter at index {i}")
-        check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, adam=adam))
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                self.state[p]["exp_avg"] = torch.zeros_like(p)
-                self.state[p]["exp_avg_sq"] = torch.zeros_like(p)
+        self._init_state("exp_avg", "exp_avg_sq", step=False)
 
     @torch.no_grad()
     def step(self, closure=None):

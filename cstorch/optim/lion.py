@@ -20,9 +20,7 @@ class Lion(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay))
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                self.state[p]["exp_avg"] = torch.zeros_like(p)
+        self._init_state("exp_avg", step=False)
 
     @torch.no_grad()
     def step(self, closure=None):

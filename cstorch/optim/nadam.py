@@ -6,7 +6,7 @@ import torch
 
 from cstorch_jax.optim import nadam_update
 
-from .optimizer import Optimizer, check_hyperparameter
+from .optimizer import Optimizer, check_adam_hyperparameters, check_hyperparameter
 
 
 class NAdam(Optimizer):
@@ -22,11 +22,7 @@ class NAdam(Optimizer):
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3):
-        check_hyperparameter("lr", lr, label="learning rate")
-        check_hyperparameter("eps", eps, label="epsilon value")
-        for i, beta in enumerate(betas):
-            check_hyperparameter("beta", beta, high=1.0, label=f"beta parameter at index {i}")
-        check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         check_hyperparameter("momentum_decay", momentum_decay, label="momentum_decay value")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay)

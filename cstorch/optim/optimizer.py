@@ -49,6 +49,16 @@ def check_hyperparameter(name: str, value, low: float = 0.0, *, high: float | No
         raise ValueError(f"Invalid {label or name}: {value}")
 
 
+def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
+    """The checks every Adam-like optimizer makes: lr, eps, weight_decay >= 0 and
+    0 <= beta < 1 for each beta."""
+    check_hyperparameter("lr", lr, label="learning rate")
+    check_hyperparameter("eps", eps, label="epsilon value")
+    for i, beta in enumerate(betas):
+        check_hyperparameter("beta", beta, high=1.0, label=f"beta parameter at index {i}")
+    check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
+
+
 class Optimizer(torch.optim.Optimizer, abc.ABC):
     #: param-group keys that are tensor inputs of a compiled step (never frozen into it)
     TENSOR_HYPERPARAMS: tuple[str, ...] = ("lr", "weight_decay")
@@ -169,7 +179,18 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
                 if k != "params" and k in group:
                     _assign(group, k, v)
 
-    # -- helpers for step() implementations -------------------------------------------
+    # -- helpers for preinitialize() and step() implementations --------------------------
+    def _init_state(self, *zeros: str, step: bool = True) -> None:
+        """For every parameter: a float32 0-d `step` (torch.optim's counter) when `step`,
+        and a zero tensor shaped like the parameter under each name in `zeros`."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = self.state[p]
+                if step:
+                    st["step"] = torch.zeros((), dtype=torch.float32)
+                for key in zeros:
+                    st[key] = torch.zeros_like(p)
+
     @staticmethod
     def _call_closure(closure):
         """Re-evaluate the model with grad enabled, as torch.optim does."""

@@ -6,7 +6,7 @@ import torch
 
 from cstorch_jax.optim import radam_update
 
-from .optimizer import Optimizer, check_hyperparameter
+from .optimizer import Optimizer, check_adam_hyperparameters
 
 
 class RAdam(Optimizer):
@@ -19,21 +19,12 @@ class RAdam(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
-        check_hyperparameter("lr", lr, label="learning rate")
-        for i, beta in enumerate(betas):
-            check_hyperparameter("beta", beta, high=1.0, label=f"beta parameter at index {i}")
-        check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
-        check_hyperparameter("eps", eps, label="epsilon value")
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults, enable_global_step=True)
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                st = self.state[p]
-                st["step"] = torch.zeros((), dtype=torch.float32)
-                st["exp_avg"] = torch.zeros_like(p)
-                st["exp_avg_sq"] = torch.zeros_like(p)
+        self._init_state("exp_avg", "exp_avg_sq")
 
     @torch.no_grad()
     def step(self, closure=None):
