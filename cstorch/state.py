@@ -145,6 +145,14 @@ class StepState:
             yield
 
 
+def copy_into(target: torch.Tensor, value) -> None:
+    """target <- value (a number, or a tensor with as many elements), in place and outside
+    autograd. Loading state goes through here: a compiled step is bound to the tensor
+    objects, so their identity must survive a load."""
+    with torch.no_grad():
+        target.copy_(torch.as_tensor(value, dtype=target.dtype).reshape(target.shape))
+
+
 @contextlib.contextmanager
 def _swap_item(d: dict, key, value):
     old = d[key]

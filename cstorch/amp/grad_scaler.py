@@ -31,6 +31,7 @@ from typing import Union
 
 import torch
 
+from ..state import copy_into
 from . import skip
 
 _LIVE: "weakref.WeakSet[GradScaler]" = weakref.WeakSet()
@@ -245,7 +246,6 @@ class GradScaler:
                                f"{[k[1:] for k in _TENSOR_STATE]}")
             current = getattr(self, attr)
             if isinstance(current, torch.Tensor):
-                with torch.no_grad():
-                    current.copy_(torch.as_tensor(value, dtype=current.dtype))
+                copy_into(current, value)
             elif self.dynamic is False and attr == "_loss_scale":
                 self._loss_scale = float(value)

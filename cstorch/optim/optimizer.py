@@ -23,6 +23,7 @@ from torch.utils.hooks import RemovableHandle
 from cstorch_jax.optim.update_op import call_update
 
 from ..amp import skip
+from ..state import copy_into
 
 _LIVE: "weakref.WeakSet[Optimizer]" = weakref.WeakSet()
 
@@ -249,8 +250,7 @@ def _assign(d: dict, key, value) -> None:
     """d[key] = value, copied in place when d[key] is a tensor (its identity is kept)."""
     old = d[key]
     if isinstance(old, torch.Tensor):
-        with torch.no_grad():
-            old.copy_(torch.as_tensor(value, dtype=old.dtype).reshape(old.shape))
+        copy_into(old, value)
     else:
         d[key] = value.item() if isinstance(value, torch.Tensor) and isinstance(old, (int, float)) and \
             not isinstance(old, bool) else value

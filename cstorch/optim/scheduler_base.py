@@ -12,6 +12,7 @@ from typing import List, Optional, Sequence, Union
 
 import torch
 
+from ..state import copy_into
 from .optimizer import Optimizer
 
 
@@ -354,8 +355,7 @@ class Scheduler(abc.ABC):
         self._validate_tags_apply()
         self._attach_groups()
         if last_epoch is not None:
-            with torch.no_grad():
-                self.last_epoch.copy_(torch.as_tensor(last_epoch).to(torch.int64).reshape(()))
+            copy_into(self.last_epoch, last_epoch)
         self._write_groups()
 
     def _graph_constants(self, prefix: str = "") -> dict:
@@ -373,11 +373,6 @@ class Scheduler(abc.ABC):
             elif not isinstance(v, torch.Tensor):
                 out[f"{prefix}{k}"] = repr(sorted(v, key=repr) if isinstance(v, set) else v)
         return out
-
-
-# --------------------------------------------------------------------------------------
-# elementary schedules
-# --------------------------------------------------------------------------------------
 
 
 def _alias(storage: str, doc: str = "") -> property:

@@ -27,9 +27,9 @@ def _out(a, like: torch.Tensor) -> torch.Tensor:
 
 
 def run_eagerly(jitted_rule: Callable, tensor_lists: Sequence[Sequence[torch.Tensor]],
-                scalars: Sequence[torch.Tensor], likes: Sequence[torch.Tensor], **static) -> list[torch.Tensor]:
-    """`jitted_rule(*lists_of_arrays, *scalar_arrays, **static)` -> flat list of arrays,
-    returned as torch tensors shaped and typed like `likes`."""
+                likes: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """`jitted_rule(*lists_of_arrays)` -> flat list of arrays, returned as torch tensors
+    shaped and typed like `likes`."""
     lists = [[_in(t) for t in ts] for ts in tensor_lists]
-    outs = jitted_rule(*lists, *[_in(s) for s in scalars], **static)
+    outs = jitted_rule(*lists)
     return [_out(a, like) for a, like in zip(outs, likes)]

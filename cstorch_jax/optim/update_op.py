@@ -83,7 +83,7 @@ def define_update(name: str, rule: Rule):
 
     def eager(params: list[Tensor], grads: list[Tensor], state: list[Tensor], hparams: list[Tensor],
               config: str) -> list[Tensor]:
-        return run_eagerly(lambda *a: jitted(*a, config), [params, grads, state, hparams], [], [*params, *state])
+        return run_eagerly(lambda *a: jitted(*a, config), [params, grads, state, hparams], [*params, *state])
 
     op = torch.library.custom_op(qualname, eager, mutates_args=())
 
