@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.utils._pytree as pytree
 
-from cstorch_jax import DeferredTensor, DeviceState, materialize
+from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, materialize
 
 log = logging.getLogger("cstorch")
 
@@ -35,7 +35,7 @@ class PendingClosure:
 
 def _snapshot(x):
     """Closure arguments are values at queue time: plain tensors are cloned."""
-    if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor):
+    if isinstance(x, torch.Tensor) and not isinstance(x, LazyTensor):
         return x.detach().clone()
     return x
 
@@ -113,6 +113,11 @@ class RunState:
             if self.executors and self.executors[-1] is executor:
                 self.executors.pop()
 
+    def sync_state_to_host(self) -> None:
+        """Bring the torch tensors up to the device's latest values (waits for the device)."""
+        if self._device_state is not None:
+            self._device_state.sync_to_host()
+
     def abandon(self) -> None:
         self.pending.clear()
         self.executors.clear()
@@ -140,8 +145,8 @@ class RunState:
         ready = [p for p in self.pending if due(p)]
         self.pending = [p for p in self.pending if not due(p)]
         for p in ready:
-            if p.checkpoint and self._device_state is not None:
-                self._device_state.sync_to_host()
+            if p.checkpoint:
+                self.sync_state_to_host()
             args, kwargs = materialize((p.args, p.kwargs))
             p.fn(*args, **kwargs)
 

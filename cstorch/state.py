@@ -145,12 +145,17 @@ class StepState:
             yield
 
 
-def copy_into(target: torch.Tensor, value) -> None:
-    """target <- value (a number, or a tensor with as many elements), in place and outside
-    autograd. Loading state goes through here: a compiled step is bound to the tensor
-    objects, so their identity must survive a load."""
+def copy_into(target: torch.Tensor, value, what: str = "state") -> None:
+    """target <- value (a number, or a tensor of the same shape; one-element values fit
+    any one-element target), in place and outside autograd. Loading state goes through
+    here: a compiled step is bound to the tensor objects, so their identity must
+    survive a load."""
+    value = torch.as_tensor(value, dtype=target.dtype)
+    if value.shape != target.shape and not (value.numel() == 1 == target.numel()):
+        raise ValueError(f"Cannot load {what}: the checkpoint holds shape {list(value.shape)} but the current tensor "
+                         f"has shape {list(target.shape)}. Was the checkpoint written for another model?")
     with torch.no_grad():
-        target.copy_(torch.as_tensor(value, dtype=target.dtype).reshape(target.shape))
+        target.copy_(value.reshape(target.shape))
 
 
 @contextlib.contextmanager

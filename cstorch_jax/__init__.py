@@ -3,7 +3,8 @@ jax.numpy, compile it with XLA into one immutable executable, and run it.
 
 Knows torch and jax; knows nothing of the `cstorch` facade."""
 from . import optim  # noqa: F401  (registers the optimizer ops and their lowerings)
-from .async_tensor import DeferredTensor, materialize
+from .async_tensor import DeferredTensor
+from .lazy_tensor import LazyTensor, materialize
 from .capture import CapturedGraph, TensorSpec, capture
 from .errors import (
     CaptureError,
@@ -20,7 +21,7 @@ from .runtime import DeviceState
 
 __all__ = [
     "jit", "JitFunction", "capture", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
-    "DeferredTensor", "materialize", "to_jax", "to_jax_many", "to_torch",
+    "DeferredTensor", "LazyTensor", "materialize", "to_jax", "to_jax_many", "to_torch",
     "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
     "CaptureError",
 ]

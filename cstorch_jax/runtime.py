@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import jax
+import numpy as np
 import torch
 
 from .capture import TensorSpec
@@ -23,6 +24,9 @@ class DeviceState:
         self._arrays: dict[int, jax.Array] = {}
         self._tensors: dict[int, torch.Tensor] = {}
         self._dirty: set[int] = set()
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
         self.rng_key = jax.random.key_data(jax.random.key(seed))
 
     def arrays(self, tensors: Sequence[torch.Tensor], specs: Sequence[TensorSpec], names: Sequence[str]):
@@ -48,8 +52,24 @@ class DeviceState:
             self._arrays[id(t)] = a
             self._dirty.add(id(t))
 
+    def rng_state(self) -> np.ndarray:
+        """The key the next step draws from, as raw uint32 key data (waits for the device)."""
+        return np.array(self.rng_key, dtype=np.uint32)
+
+    def set_rng_state(self, state: np.ndarray) -> None:
+        state = np.asarray(state)
+        want = np.asarray(self.rng_key)
+        if state.shape != want.shape or state.dtype.kind not in "ui":
+            raise ValueError(
+                f"An XLA RNG state is uint32 key data of shape {list(want.shape)}, got {state.dtype} of shape "
+                f"{list(state.shape)}; pass what cstorch.get_rng_state() returned on a CSX backend."
+            )
+        self.rng_key = jax.device_put(state.astype(np.uint32))
+
     def sync_to_host(self) -> None:
         """Copy every changed device value into its torch tensor (waits for the device)."""
+        for key in self._dirty:  # start every transfer before waiting for the first
+            self._arrays[key].copy_to_host_async()
         with torch.no_grad():
             for key in sorted(self._dirty):
                 t = self._tensors[key]

@@ -24,6 +24,26 @@ class Heavy(nn.Module):
         return x.mean()
 
 
+def _linear_sgd(kind, momentum=0.9):
+    """A fresh backend with a seeded nn.Linear(4, 2), its SGD optimizer and a traced step."""
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend(kind)
+    model = nn.Linear(4, 2)
+    compiled = cstorch.compile(model, b)
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
+
+    @cstorch.trace
+    def step(x):
+        loss = (compiled(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    return model, opt, step
+
+
 def _run(backend_type, steps=5):
     _reset_backend()
     torch.manual_seed(0)
@@ -84,26 +104,13 @@ def test_checkpoint_closure_runs_on_schedule_with_that_steps_state():
     parameters read inside the closure are that step's values on both backends."""
     results = {}
     for kind in ("CPU", "CSX"):
-        _reset_backend()
-        torch.manual_seed(0)
-        b = cstorch.backend(kind)
-        model = nn.Linear(4, 2)
-        compiled = cstorch.compile(model, b)
-        opt = cstorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        model, opt, step = _linear_sgd(kind)
         saved = []
 
         @cstorch.checkpoint_closure
         def save(step):
             saved.append((step, {k: v.clone() for k, v in model.state_dict().items()},
                           opt.state_dict()["state"][0]["momentum_buffer"].clone()))
-
-        @cstorch.trace
-        def step(x):
-            loss = (compiled(x) ** 2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            return loss
 
         g = torch.Generator().manual_seed(1)
         batches = [torch.randn(3, 4, generator=g) for _ in range(8)]
@@ -121,3 +128,50 @@ def test_checkpoint_closure_runs_on_schedule_with_that_steps_state():
         assert_close_rel(csx_m, cpu_m, what="momentum")
     # the snapshots really differ from step to step
     assert not torch.equal(results["CSX"][0][1]["weight"], results["CSX"][1][1]["weight"])
+
+
+def test_device_state_is_fetched_only_on_checkpoint_steps(monkeypatch):
+    """On CSX the parameters and optimizer state stay on the device between
+    checkpoints: the host copies are refreshed on checkpoint steps only."""
+    import cstorch_jax.runtime
+
+    fetched = []
+    real = cstorch_jax.runtime.to_torch
+    monkeypatch.setattr(cstorch_jax.runtime, "to_torch", lambda a, dtype: fetched.append(step_no[0]) or real(a, dtype))
+    model, opt, step = _linear_sgd("CSX")
+    step_no = [None]
+
+    @cstorch.checkpoint_closure
+    def save():
+        model.state_dict()
+
+    executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: [torch.ones(3, 4)] * 8),
+                                               num_steps=8, checkpoint_steps=3)
+    for i, x in enumerate(executor):
+        step_no[0] = i
+        step(x)
+        save()
+    # weight, bias and their two momentum buffers, on steps 2, 5 and 7 only
+    assert sorted(set(fetched)) == [2, 5, 7] and len(fetched) == 3 * 4
+    _reset_backend()
+
+
+def test_save_in_the_middle_of_a_run_holds_the_latest_step(tmp_path):
+    """cstorch.save outside a checkpoint closure during a CSX run fetches the device
+    state first: the file holds the parameters after the last step run, like CPU."""
+    saved = {}
+    for kind in ("CPU", "CSX"):
+        model, _, step = _linear_sgd(kind, momentum=0.0)
+
+        executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: [torch.ones(3, 4)] * 4))
+        for i, x in enumerate(executor):
+            step(x)
+            if i == 1:
+                cstorch.save(model.state_dict(), tmp_path / f"{kind}.mdl")
+        saved[kind] = cstorch.load(tmp_path / f"{kind}.mdl")
+        _reset_backend()
+    torch.manual_seed(0)
+    initial = nn.Linear(4, 2)  # what a stale host copy would hold
+    assert not torch.equal(saved["CSX"]["weight"], initial.weight.detach())
+    for k in ("weight", "bias"):
+        assert_close_rel(saved["CSX"][k], saved["CPU"][k], what=k)

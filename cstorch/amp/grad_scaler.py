@@ -246,6 +246,6 @@ class GradScaler:
                                f"{[k[1:] for k in _TENSOR_STATE]}")
             current = getattr(self, attr)
             if isinstance(current, torch.Tensor):
-                copy_into(current, value)
+                copy_into(current, value, f"GradScaler state {key!r}")
             elif self.dynamic is False and attr == "_loss_scale":
                 self._loss_scale = float(value)

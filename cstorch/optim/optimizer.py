@@ -163,6 +163,7 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
         super().load_state_dict(state_dict)
         loaded_state = self.state
         self.state = type(loaded_state)(dict)
+        index = {p: i for i, p in enumerate(p for g in old_groups for p in g["params"])}
         for p, st in old_state.items():
             self.state[p] = st
             new = loaded_state.get(p, {})
@@ -172,13 +173,13 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
                               f"does not keep")
             for k, v in new.items():
                 if k in st and v is not None:
-                    _assign(st, k, v)
+                    _assign(st, k, v, f"optimizer state {k!r} of parameter {index.get(p, '?')}")
         loaded_groups = self.param_groups
         self.param_groups = [dict(g) for g in old_groups]
-        for group, loaded in zip(self.param_groups, loaded_groups):
+        for gi, (group, loaded) in enumerate(zip(self.param_groups, loaded_groups)):
             for k, v in loaded.items():
                 if k != "params" and k in group:
-                    _assign(group, k, v)
+                    _assign(group, k, v, f"param group {gi} {k!r}")
 
     # -- helpers for preinitialize() and step() implementations --------------------------
     def _init_state(self, *zeros: str, step: bool = True) -> None:
@@ -246,11 +247,11 @@ def steps_from_beta_powers(state_dict: dict) -> dict:
     return {**state_dict, "state": converted}
 
 
-def _assign(d: dict, key, value) -> None:
+def _assign(d: dict, key, value, what: str) -> None:
     """d[key] = value, copied in place when d[key] is a tensor (its identity is kept)."""
     old = d[key]
     if isinstance(old, torch.Tensor):
-        copy_into(old, value)
+        copy_into(old, value, what)
     else:
         d[key] = value.item() if isinstance(value, torch.Tensor) and isinstance(old, (int, float)) and \
             not isinstance(old, bool) else value

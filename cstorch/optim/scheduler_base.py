@@ -355,7 +355,7 @@ class Scheduler(abc.ABC):
         self._validate_tags_apply()
         self._attach_groups()
         if last_epoch is not None:
-            copy_into(self.last_epoch, last_epoch)
+            copy_into(self.last_epoch, last_epoch, "scheduler last_epoch")
         self._write_groups()
 
     def _graph_constants(self, prefix: str = "") -> dict:

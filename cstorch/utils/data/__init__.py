@@ -1,4 +1,4 @@
 from .data_executor import DataExecutor, current_executor
-from .dataloader import DataLoader
+from .dataloader import DataLoader, RestartableDataLoader
 
-__all__ = ["DataLoader", "DataExecutor", "current_executor"]
+__all__ = ["DataLoader", "DataExecutor", "RestartableDataLoader", "current_executor"]

@@ -1,0 +1,47 @@
+"""`get_worker_state()`: where the data stream stands, for a restartable loader's
+`state_dict`.
+
+A checkpoint may be taken while the loader has already produced batches the device
+has not consumed yet, so a loader cannot count its own batches; it asks the runtime
+instead. Counts are for the current run (since its DataExecutor started): a loader
+resumed from a state adds what it loaded.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class DataLoaderCheckpoint:
+    local_worker_id: int = 0
+    num_workers_per_csx: int = 1
+    num_csx: int = 1
+    wse_id: int = 0
+    appliance_step: int = 0  # steps the run has completed
+    worker_step: int = 0  # batches this worker has streamed that were consumed
+    samples_streamed: int = 0  # worker_step * batch size
+    user_state_dict: Optional[Any] = None
+
+
+_current: Optional[DataLoaderCheckpoint] = None
+
+
+@contextmanager
+def worker_state(state: DataLoaderCheckpoint):
+    global _current
+    old, _current = _current, state
+    try:
+        yield
+    finally:
+        _current = old
+
+
+def get_worker_state() -> DataLoaderCheckpoint:
+    if _current is None:
+        raise RuntimeError(
+            "get_worker_state() is only available inside the state_dict() or load_state_dict() method of a "
+            "RestartableDataLoader, which cstorch.utils.data.DataLoader calls at checkpoint steps."
+        )
+    return _current
