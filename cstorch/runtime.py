@@ -8,6 +8,10 @@ steps before k (already finished, or nearly), which keeps one step in flight. Or
 always preserved. A checkpoint step, the last step and the end of a run flush every
 pending closure; checkpoint closures first copy the device state into the torch
 tensors so `model.state_dict()` reads that step's values.
+
+Activation steps. On CSX the step closures of a step that is not an activation step
+of the executor (see `DataExecutor`) are dropped when queued, so their values are
+never fetched; checkpoint closures follow the checkpoint schedule only.
 """
 from __future__ import annotations
 
@@ -118,6 +122,11 @@ class RunState:
         if self._device_state is not None:
             self._device_state.sync_to_host()
 
+    def forget_device_copies(self, tensors) -> None:
+        """Between steps of a run: make the next step upload these tensors' host values."""
+        if self._device_state is not None:
+            self._device_state.forget(tensors)
+
     def abandon(self) -> None:
         self.pending.clear()
         self.executors.clear()
@@ -138,6 +147,11 @@ class RunState:
             if not ex.is_checkpoint_step:
                 log.debug("skipping checkpoint closure %s on step %d", getattr(fn, "__name__", fn), ex.iteration)
                 return
+        elif ex is not None and self.backend.is_csx and not ex.is_activation_step:
+            # CSX fetches step values only on activation steps; the closure is dropped unfetched
+            log.debug("skipping step closure %s on step %d: not an activation step",
+                      getattr(fn, "__name__", fn), ex.iteration)
+            return
         args, kwargs = pytree.tree_map(_snapshot, (args, kwargs))
         self.pending.append(PendingClosure(ex.iteration if ex is not None else None, fn, args, kwargs, checkpoint))
 

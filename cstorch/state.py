@@ -11,7 +11,8 @@ The live schedulers' step counters (`scheduler.last_epoch`, int64 0-d) and the l
 GradScalers' tensors (dynamic loss scale and counters) are state too, so
 `scheduler.step()` and `scaler.update()` inside the step advance them on the device and
 one executable serves the whole schedule; the schedulers' hyper-parameters are frozen
-like the optimizers'.
+like the optimizers'. The registered metrics' state buffers (`cstorch.metrics`) are
+state as well, so `metric.update()` inside the step accumulates on the device.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 class StepState:
     def __init__(self, models: list[torch.nn.Module], optimizers: list, schedulers: list | None = None,
-                 grad_scalers: list | None = None):
+                 grad_scalers: list | None = None, metrics: list | None = None):
         if schedulers is None:
             from .optim.scheduler import live_schedulers
 
@@ -33,6 +34,10 @@ class StepState:
             from .amp.grad_scaler import live_grad_scalers
 
             grad_scalers = live_grad_scalers()
+        if metrics is None:
+            from .metrics.metric import live_metrics
+
+            metrics = live_metrics()
         self.models = list(models)
         self.optimizers = list(optimizers)
         self.schedulers = list(schedulers)
@@ -79,6 +84,10 @@ class StepState:
             for attr, t in scaler.state_tensors().items():
                 add(f"grad_scaler{gi}.{attr.lstrip('_')}", t)
                 self._attr_state.append((scaler, attr))
+        for mi, metric in enumerate(metrics):
+            for attr, t in metric.state_tensors().items():
+                add(f"metric{mi}.{metric.name}.{attr.lstrip('_')}", t)
+                self._attr_state.append((metric, attr))
         self._frozen_models = list(self.models)
         self._frozen_optimizers = list(self.optimizers)
         self._frozen_schedulers = list(self.schedulers)

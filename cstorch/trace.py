@@ -35,6 +35,16 @@ def _leaf_names(args, kwargs) -> list[str]:
     return names
 
 
+class _TensorSlot:
+    """Marks where a tensor sits among a call's (or a result's) non-tensor leaves."""
+
+    def __repr__(self) -> str:
+        return "<tensor>"
+
+
+TENSOR = _TensorSlot()
+
+
 class _Program:
     """The compiled CSX step and everything needed to replay it."""
 
@@ -107,7 +117,7 @@ class TracedStep:
         state = StepState(b.models, live_optimizers())
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-        static_leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+        static_leaves = [TENSOR if isinstance(x, torch.Tensor) else x for x in leaves]
         recorder = ClosureRecorder()
         out_info: dict[str, Any] = {}
 
@@ -124,7 +134,7 @@ class TracedStep:
             finally:
                 b.run.capturing = None
             out_leaves, out_info["spec"] = pytree.tree_flatten(result)
-            out_info["static"] = [None if isinstance(o, torch.Tensor) else o for o in out_leaves]
+            out_info["static"] = [TENSOR if isinstance(o, torch.Tensor) else o for o in out_leaves]
             user = [o for o in out_leaves if isinstance(o, torch.Tensor)]
             out_info["n_user"] = len(user)
             return [*user, *recorder.tensors]
@@ -146,7 +156,7 @@ class TracedStep:
                 f"{in_spec}; every call of a compiled step must pass the same structure."
             )
         for i, (got, want) in enumerate(zip(leaves, prog.static_leaves)):
-            if want is None:
+            if want is TENSOR:
                 if not isinstance(got, torch.Tensor):
                     name = _leaf_names(args, kwargs)[i]
                     raise StaticGraphError(f"{name} was a tensor when the step was compiled and is now {got!r}")
@@ -181,7 +191,7 @@ class TracedStep:
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]
         prog.recorder.replay(b.run, closure_values)
         it = iter(user)
-        out_leaves = [next(it) if s is None else s for s in prog.out_static]
+        out_leaves = [next(it) if s is TENSOR else s for s in prog.out_static]
         return pytree.tree_unflatten(out_leaves, prog.out_spec)
 
 

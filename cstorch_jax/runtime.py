@@ -76,6 +76,13 @@ class DeviceState:
                 t.copy_(to_torch(self._arrays[key], t.dtype))
         self._dirty.clear()
 
+    def forget(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Drop the device copies of `tensors`: the next step uploads their host values."""
+        for t in tensors:
+            self._arrays.pop(id(t), None)
+            self._tensors.pop(id(t), None)
+            self._dirty.discard(id(t))
+
     def reset(self) -> None:
         """Forget device copies; the host tensors become the truth again."""
         self.sync_to_host()

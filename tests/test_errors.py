@@ -262,3 +262,33 @@ def test_data_dependent_shapes_are_refused_with_a_fix():
     # the static-shape spelling of the same update works
     got = cstorch_jax.jit(lambda a, m: torch.where(m, a + 1.0, a))(x, mask)
     assert torch.equal(got, masked_add(x, mask))
+
+
+def test_none_arguments_and_results_of_a_compiled_step():
+    """None is a Python value like any other: as an argument it is frozen, as a result
+    it comes back as None (it once marked a tensor slot and crashed the replay)."""
+    from cstorch._backend import _reset_backend
+
+    _reset_backend()
+    b = cstorch.backend("CSX")
+    model = torch.nn.Linear(2, 2)
+    compiled = cstorch.compile(model, b)
+
+    @cstorch.trace
+    def step(x, extra):
+        compiled(x)
+        return None
+
+    @cstorch.trace
+    def pair(x, extra):
+        return compiled(x).sum(), None
+
+    loader = cstorch.utils.data.DataLoader(lambda: [torch.ones(1, 2)] * 2)
+    for x in cstorch.utils.data.DataExecutor(loader):
+        assert step(x, None) is None
+        loss, nothing = pair(x, None)
+        assert nothing is None and loss.shape == ()
+    with pytest.raises(cstorch.StaticGraphError, match=r"argument \[1\] was None when the step was compiled and is now 3"):
+        for x in cstorch.utils.data.DataExecutor(loader, num_steps=1):
+            pair(x, 3)
+    _reset_backend()

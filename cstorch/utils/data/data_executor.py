@@ -1,23 +1,51 @@
-"""`DataExecutor(dataloader, num_steps=None, checkpoint_steps=None)`: the run loop.
+"""`DataExecutor(dataloader, num_steps=None, checkpoint_steps=None, activation_steps=None)`:
+the run loop.
 
 Iterating it runs `num_steps` steps (restarting the loader when it is exhausted),
 brackets each step for the backend (closures, checkpoints) and, at the end, leaves
 every parameter and optimizer tensor holding the device's values.
 
-Checkpoint steps for `checkpoint_steps=N` are the 0-based steps N-1, 2N-1, ... and
-always the last step; 0 or None means no checkpoint step.
+Checkpoint steps. `checkpoint_steps=N` means the 0-based steps N-1, 2N-1, ... and
+always the last step; 0 or None means none; a `Schedule` (0-based) is used as given.
+`is_checkpoint_step` is `schedule.match(iteration)`.
+
+Activation steps. On CSX, step closures run only on activation steps: the steps whose
+1-based `user_iteration` is a multiple of `activation_steps`, and the final step; on
+other steps their values are never fetched from the device. CPU/GPU run closures
+every step. `activation_steps` is capped at `num_steps` and reduced (with a warning)
+to a divisor of every checkpoint step's `user_iteration`, so that closures can fetch
+values on checkpoint steps; checkpoint closures always follow the checkpoint schedule.
 """
 from __future__ import annotations
 
-from typing import Optional
+import logging
+import math
+from typing import Optional, Union
 
 from ... import _backend
 from .dataloader import DataLoader
+from .utils import Schedule
+
+log = logging.getLogger("cstorch")
+
+
+class _StepCountError(ValueError, RuntimeError):
+    """A bad or unknown `num_steps`: catchable as the real system's RuntimeError and as
+    a ValueError."""
+
+
+def _check_steps(name: str, value, lowerbound: int) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int):
+        raise TypeError(f'Expected {name} to be have "int" or "None" type. Got: "{type(value)}"')
+    if value < lowerbound:
+        raise RuntimeError(f'Expected {name} to be an integer >= {lowerbound} or "None". Got: {value}')
 
 
 class DataExecutor:
     def __init__(self, dataloader: DataLoader, num_steps: Optional[int] = None,
-                 checkpoint_steps: Optional[int] = None, activation_steps: Optional[int] = None,
+                 checkpoint_steps: Union[int, Schedule, None] = None, activation_steps: Optional[int] = None,
                  profiler_activities=None):
         if not isinstance(dataloader, DataLoader):
             raise TypeError(
@@ -26,25 +54,62 @@ class DataExecutor:
             )
         self.dataloader = dataloader
         self.backend = _backend.current_backend_impl()
+        self.num_steps = self._resolve_num_steps(dataloader, num_steps)
+        num_steps = self.num_steps
+
+        _check_steps("activation_steps", activation_steps, 1)
+        activation = min(num_steps, activation_steps or 1)
+
+        if isinstance(checkpoint_steps, int):
+            _check_steps("checkpoint_steps", checkpoint_steps, 0)
+            if checkpoint_steps:
+                schedule = Schedule([Schedule.Range(start=min(checkpoint_steps - 1, num_steps - 1), end=num_steps,
+                                                    step=checkpoint_steps, include_last=True)])
+            else:
+                schedule = Schedule([])
+        elif isinstance(checkpoint_steps, Schedule):
+            schedule = Schedule(list(checkpoint_steps.intervals))
+        elif checkpoint_steps is None:
+            schedule = Schedule([])
+        else:
+            raise ValueError(f"checkpoint_steps must be None, integer, or a Schedule, but got {checkpoint_steps}.")
+
+        # Every checkpoint step must also be an activation step (the final step always is).
+        aligned = activation
+        for s in schedule:
+            if s < num_steps - 1:
+                aligned = math.gcd(aligned, s + 1)
+        if aligned != activation:
+            log.warning(
+                "Activation frequency was reduced from %d to %d because of the checkpoint schedule: activations "
+                "may be accessed on any of the checkpoint steps %s. To avoid the reduction, make sure that the "
+                "activation steps divide every checkpoint step.", activation, aligned, tuple(schedule.range()))
+            activation = aligned
+
+        self.checkpoint_steps = checkpoint_steps
+        self.checkpoint_schedule = schedule
+        self.activation_steps = activation
+        self.profiler_activities = profiler_activities
+        self.iteration = -1
+
+    def _resolve_num_steps(self, dataloader, num_steps) -> int:
+        b = self.backend
+        if b is not None and b.is_csx and not b.is_e2e_execution:
+            if num_steps and num_steps > 1:
+                log.warning("Specified num_steps > 1 when backend was configured for compile/validate only. "
+                            "Setting num_steps to 1.")
+            return 1
         if num_steps is None:
             try:
                 num_steps = len(dataloader)
             except TypeError:
-                raise ValueError(
-                    "Could not infer the number of steps from the dataloader (it has no length); provide num_steps."
+                raise _StepCountError(
+                    "Could not infer the number of steps as the length of the dataloader is not known. Please "
+                    "provide num_steps to the data executor."
                 ) from None
-        if not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"Expected num_steps >= 1, got {num_steps!r}")
-        self.num_steps = num_steps
-        if checkpoint_steps is not None and (not isinstance(checkpoint_steps, int) or isinstance(checkpoint_steps, bool)):
-            raise ValueError("checkpoint_steps must be None, integer, or a Schedule")
-        if checkpoint_steps is not None and checkpoint_steps < 0:
-            raise RuntimeError(f"checkpoint_steps must be >= 0, got {checkpoint_steps}")
-        self.checkpoint_steps = checkpoint_steps or 0
-        if activation_steps not in (None, 1):
-            raise NotImplementedError("activation_steps other than 1 is not implemented yet")
-        self.activation_steps = 1
-        self.iteration = -1
+        if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 1:
+            raise _StepCountError(f"Expected num_steps >= 1, but got {num_steps!r}.")
+        return num_steps
 
     def __len__(self) -> int:
         return self.num_steps
@@ -52,6 +117,10 @@ class DataExecutor:
     @property
     def user_iteration(self) -> int:
         return self.iteration + 1
+
+    @property
+    def is_pre_initial_step(self) -> bool:
+        return self.iteration < 0
 
     @property
     def is_initial_step(self) -> bool:
@@ -63,14 +132,20 @@ class DataExecutor:
 
     def checkpoint_step(self, step: int) -> bool:
         """Whether 0-based `step` is a checkpoint step."""
-        n = self.checkpoint_steps
-        if n <= 0:
-            return False
-        return (step + 1) % n == 0 or step == self.num_steps - 1
+        return self.checkpoint_schedule.match(step)
 
     @property
     def is_checkpoint_step(self) -> bool:
         return self.checkpoint_step(self.iteration)
+
+    def activation_step(self, step: int) -> bool:
+        """Whether 0-based `step` is an activation step (`step + 1` a multiple of
+        `activation_steps`, or the final step)."""
+        return (step + 1) % self.activation_steps == 0 or step == self.num_steps - 1
+
+    @property
+    def is_activation_step(self) -> bool:
+        return self.activation_step(self.iteration)
 
     def _batches(self):
         produced = 0
@@ -84,11 +159,14 @@ class DataExecutor:
                     return
             if empty:
                 raise RuntimeError(
-                    "Iterating the dataloader did not return any values. Check its batch_size and drop_last settings."
+                    "Iterating the dataloader did not return any values. This is possibly because the dataset is "
+                    "too small for the specified batch_size or drop_last settings. Please make sure that the "
+                    "dataloader is able to generate at least one batch."
                 )
 
     def __iter__(self):
         run = self.backend.run
+        self.iteration = -1
         run.start(self)
         failed = True
         try:

@@ -15,10 +15,9 @@ import copy
 import inspect
 from typing import Any, Callable, Protocol, runtime_checkable
 
-import torch
-import torch.utils._pytree as pytree
-
+from ..._backend import use_cs
 from ...distributed.worker_state import DataLoaderCheckpoint, worker_state
+from .utils import infer_batch_size
 
 
 @runtime_checkable
@@ -32,12 +31,12 @@ class RestartableDataLoader(Protocol):
     def deaggregate_state_dict(self, aggregated_state_dict: dict, strict: bool = True) -> dict: ...
 
 
-def _batch_size(batch) -> int:
-    """Dim 0 of the batch's first tensor that has one; 1 for a batch of scalars."""
-    for leaf in pytree.tree_leaves(batch):
-        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
-            return leaf.shape[0]
-    return 1
+def _batch_size(batch, previous=None):
+    """Dim 0 shared by the batch's tensors (see `utils.infer_batch_size`). Batches that
+    differ from the previous one only warn here: on CSX the compiled step refuses them
+    with an error that names the argument and both shapes."""
+    csx = use_cs()
+    return infer_batch_size(batch, None if csx else previous, is_csx=csx)
 
 
 class DataLoader:
@@ -68,7 +67,7 @@ class DataLoader:
     def __iter__(self):
         self._iterating = True
         for batch in self.dataloader:
-            self.batch_size = _batch_size(batch)
+            self.batch_size = _batch_size(batch, self.batch_size)
             yield batch
 
     def __len__(self) -> int:
