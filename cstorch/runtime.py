@@ -117,10 +117,11 @@ class RunState:
             if self.executors and self.executors[-1] is executor:
                 self.executors.pop()
 
-    def sync_state_to_host(self) -> None:
-        """Bring the torch tensors up to the device's latest values (waits for the device)."""
+    def sync_state_to_host(self, tensors=None) -> None:
+        """Bring the torch tensors (all, or only `tensors`) up to the device's latest
+        values (waits for the device)."""
         if self._device_state is not None:
-            self._device_state.sync_to_host()
+            self._device_state.sync_to_host(tensors)
 
     def forget_device_copies(self, tensors) -> None:
         """Between steps of a run: make the next step upload these tensors' host values."""

@@ -8,7 +8,7 @@ The RNG key lives here too and is never reset by a run boundary.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import jax
 import numpy as np
@@ -66,15 +66,17 @@ class DeviceState:
             )
         self.rng_key = jax.device_put(state.astype(np.uint32))
 
-    def sync_to_host(self) -> None:
-        """Copy every changed device value into its torch tensor (waits for the device)."""
-        for key in self._dirty:  # start every transfer before waiting for the first
+    def sync_to_host(self, tensors: Optional[Sequence[torch.Tensor]] = None) -> None:
+        """Copy every changed device value (or only those of `tensors`) into its torch
+        tensor (waits for the device)."""
+        keys = set(self._dirty) if tensors is None else {id(t) for t in tensors} & self._dirty
+        for key in keys:  # start every transfer before waiting for the first
             self._arrays[key].copy_to_host_async()
         with torch.no_grad():
-            for key in sorted(self._dirty):
+            for key in sorted(keys):
                 t = self._tensors[key]
                 t.copy_(to_torch(self._arrays[key], t.dtype))
-        self._dirty.clear()
+        self._dirty -= keys
 
     def forget(self, tensors: Sequence[torch.Tensor]) -> None:
         """Drop the device copies of `tensors`: the next step uploads their host values."""

@@ -16,9 +16,9 @@ from typing import Optional
 
 import torch
 
-from ..storage import load
+from ..storage import load, state_from_layout
 from ..storage.h5 import H5Reader, write_h5
-from ..storage.layout import LINK, NUMPY, OBJECT, Layout, PickledObject, layout_of, tensor_dtype
+from ..storage.layout import FORMAT_VERSION, LINK, NUMPY, OBJECT, Layout, PickledObject, layout_of, tensor_dtype
 from .orbax_format import read_orbax, write_orbax
 
 __all__ = ["to_orbax", "from_orbax", "to_torch", "to_h5", "info", "read_layout", "EntryInfo"]
@@ -64,9 +64,7 @@ def to_torch(path, torch_path, *, allow_pickle: bool = False) -> None:
         keys = [e.key for e in layout.entries if e.kind == OBJECT]
         raise ValueError(f"The checkpoint holds pickled objects at {keys}; converting them to a torch pickle means "
                          f"unpickling them. Pass allow_pickle=True (--allow-pickle) if you trust the file.")
-    from cstorch_jax import materialize
-
-    state = materialize(load(path, map_location="cache", allow_pickle=allow_pickle))  # cached: ties survive
+    state = state_from_layout(layout, None, allow_pickle=allow_pickle)  # plain tensors; links stay tied
     tmp = f"{torch_path}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         torch.save(state, tmp)
@@ -96,7 +94,7 @@ def info(path) -> tuple[dict, list[EntryInfo]]:
     """(header, entries) of a checkpoint: format facts, then one EntryInfo per leaf."""
     layout = read_layout(path)
     header = {"path": os.fspath(path), "format": "orbax" if os.path.isdir(path) else "h5",
-              "format_version": 0.5, "cstorch_version": layout.cstorch_version, "entries": len(layout.entries)}
+              "format_version": FORMAT_VERSION, "cstorch_version": layout.cstorch_version, "entries": len(layout.entries)}
     out = []
     for e in layout.entries:
         m = e.metadata

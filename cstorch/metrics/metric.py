@@ -78,7 +78,7 @@ def _wrapped_compute(self: "Metric"):
             f"with no update is not supported on CSX: call update() (or the metric itself) in the step first."
         )
     if not b.is_tracing:
-        b.run.sync_state_to_host()  # during a run the device holds the latest state
+        b.run.sync_state_to_host(self.state_tensors().values())  # the device holds the latest state
     return type(self).compute(self)
 
 
@@ -86,7 +86,7 @@ def _wrapped_reset(self: "Metric", *args, **kwargs):
     b = _csx_backend()
     mid_run = b is not None and not b.is_tracing and b.run.executor is not None
     if mid_run:
-        b.run.sync_state_to_host()
+        b.run.sync_state_to_host(self.state_tensors().values())
     with torch.no_grad():
         result = type(self).reset(self, *args, **kwargs)
         self._update_count.zero_()
@@ -125,7 +125,7 @@ class Metric(torch.nn.Module, ABC):
         b = _csx_backend()
         if b is None or b.is_tracing:
             return self._num_updates
-        b.run.sync_state_to_host()  # during a run the device holds the count
+        b.run.sync_state_to_host([self._update_count])  # during a run the device holds the count
         return int(self._update_count)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:

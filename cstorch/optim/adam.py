@@ -25,14 +25,7 @@ class _AdamBase(Optimizer):
         super().__init__(params, defaults)
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                st = self.state[p]
-                st["step"] = torch.zeros((), dtype=torch.float32)
-                st["exp_avg"] = torch.zeros_like(p)
-                st["exp_avg_sq"] = torch.zeros_like(p)
-                if group["amsgrad"]:
-                    st["max_exp_avg_sq"] = torch.zeros_like(p)
+        self._init_state("exp_avg", "exp_avg_sq", when={"max_exp_avg_sq": lambda g: g["amsgrad"]})
 
     @torch.no_grad()
     def step(self, closure=None):

@@ -15,7 +15,7 @@ import math
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch.utils.hooks import RemovableHandle
@@ -182,15 +182,17 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
                     _assign(group, k, v, f"param group {gi} {k!r}")
 
     # -- helpers for preinitialize() and step() implementations --------------------------
-    def _init_state(self, *zeros: str, step: bool = True) -> None:
+    def _init_state(self, *zeros: str, step: bool = True, when: Optional[dict] = None) -> None:
         """For every parameter: a float32 0-d `step` (torch.optim's counter) when `step`,
-        and a zero tensor shaped like the parameter under each name in `zeros`."""
+        a zero tensor shaped like the parameter under each name in `zeros`, then one under
+        each name of `when` whose predicate holds for the parameter's group."""
         for group in self.param_groups:
+            keys = [*zeros, *(k for k, holds in (when or {}).items() if holds(group))]
             for p in group["params"]:
                 st = self.state[p]
                 if step:
                     st["step"] = torch.zeros((), dtype=torch.float32)
-                for key in zeros:
+                for key in keys:
                     st[key] = torch.zeros_like(p)
 
     @staticmethod

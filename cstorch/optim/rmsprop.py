@@ -29,15 +29,8 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                st = self.state[p]
-                st["step"] = torch.zeros((), dtype=torch.float32)
-                st["square_avg"] = torch.zeros_like(p)
-                if group["momentum"] > 0:
-                    st["momentum_buffer"] = torch.zeros_like(p)
-                if group["centered"]:
-                    st["grad_avg"] = torch.zeros_like(p)
+        self._init_state("square_avg", when={"momentum_buffer": lambda g: g["momentum"] > 0,
+                                             "grad_avg": lambda g: g["centered"]})
 
     @torch.no_grad()
     def step(self, closure=None):

@@ -21,10 +21,7 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def preinitialize(self) -> None:
-        for group in self.param_groups:
-            if group["momentum"] != 0:
-                for p in group["params"]:
-                    self.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        self._init_state(step=False, when={"momentum_buffer": lambda g: g["momentum"] != 0})
 
     @torch.no_grad()
     def step(self, closure=None):

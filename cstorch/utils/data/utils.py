@@ -4,7 +4,6 @@ settings) and `infer_batch_size` (dim 0 of the tensors in a batch).
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional
