@@ -5,6 +5,7 @@ jax.numpy and runs it as one immutable XLA executable; the CPU/GPU backends run 
 same script as eager PyTorch.
 """
 from . import amp, checkpoint, distributed, metrics, optim, random, storage, utils
+from . import backends
 from .random import get_rng_state, manual_seed, set_rng_state
 from ._version import __version__
 from ._backend import Backend, BackendType, backend, current_backend, current_torch_device, use_cs

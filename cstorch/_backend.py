@@ -50,7 +50,7 @@ class Backend:
 
     def __init__(self, backend_type: BackendType, artifact_dir: Optional[str] = None,
                  cluster_config: Optional[ClusterConfig] = None, compile_only: bool = False,
-                 validate_only: bool = False, compile_dir: str = "cached_compile"):
+                 validate_only: bool = False, compile_dir: str = "cached_compile", placement=None):
         from .runtime import RunState
 
         self.backend_type = backend_type
@@ -60,6 +60,7 @@ class Backend:
         self.compile_dir = compile_dir
         self.compile_only = compile_only
         self.validate_only = validate_only
+        self.placement = placement  # where a CSX run's arrays live (cstorch_jax.SingleDevice/DataParallel)
         self.models: list[torch.nn.Module] = []
         self.run = RunState(self)
 
@@ -137,15 +138,24 @@ def _make(backend_type: BackendType, args, kwargs) -> Backend:
             raise TypeError(f"cluster_config must be a cstorch.distributed.ClusterConfig, got {type(cfg).__name__}")
         if cfg.num_csx <= 0:
             raise ValueError(f"ClusterConfig.num_csx must be >= 1 on the CSX backend, got {cfg.num_csx}")
-        if cfg.num_csx > 1:
-            raise NotImplementedError(
-                f"num_csx={cfg.num_csx}: data parallelism over several devices is not implemented yet; use num_csx=1."
-            )
         return Backend(backend_type, given.get("artifact_dir"), cluster_config=cfg,
                        compile_only=bool(given.get("compile_only", False)),
                        validate_only=bool(given.get("validate_only", False)),
-                       compile_dir=given.get("compile_dir", "cached_compile"))
+                       compile_dir=given.get("compile_dir", "cached_compile"), placement=_placement(cfg))
     return Backend(backend_type, given.get("artifact_dir"))
+
+
+def _placement(cfg: ClusterConfig):
+    """Join the processes of a multi-process run (see `cstorch.distributed.processes`),
+    then place the run on `num_csx` devices: one device, or a data-parallel mesh."""
+    import cstorch_jax
+
+    from .distributed.processes import join_from_environment
+
+    join_from_environment(cfg)
+    if cfg.num_csx == 1:
+        return cstorch_jax.SingleDevice()
+    return cstorch_jax.DataParallel(cfg.num_csx)
 
 
 def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:

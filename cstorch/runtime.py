@@ -7,7 +7,9 @@ step k and leave the device idle; instead, the end of step k runs the closures o
 steps before k (already finished, or nearly), which keeps one step in flight. Order is
 always preserved. A checkpoint step, the last step and the end of a run flush every
 pending closure; checkpoint closures first copy the device state into the torch
-tensors so `model.state_dict()` reads that step's values.
+tensors so `model.state_dict()` reads that step's values. A checkpoint closure called
+at the pre-initial step (after `iter(executor)`, before the first batch) runs at once
+on the initial state: an initial checkpoint.
 
 Activation steps. On CSX the step closures of a step that is not an activation step
 of the executor (see `DataExecutor`) are dropped when queued, so their values are
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import torch
 import torch.utils._pytree as pytree
 
-from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, materialize
+from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, SingleDevice, materialize
 
 log = logging.getLogger("cstorch")
 
@@ -71,6 +74,40 @@ class ClosureRecorder:
             run.queue(fn, args, kwargs, checkpoint=checkpoint)
 
 
+class StagedBatches:
+    """Device copies of batch tensors made ahead of their step, found again by tensor
+    identity. A copy is used only while its tensor is unchanged (same `_version`); an
+    entry goes away with its tensor, when it is used, or at the end of the run."""
+
+    def __init__(self, placement: Callable):
+        self._placement = placement
+        self._entries: dict[int, tuple] = {}
+
+    def stage(self, batch) -> None:
+        tensors = [t for t in pytree.tree_leaves(batch)
+                   if isinstance(t, torch.Tensor) and not isinstance(t, LazyTensor)]
+        for t in tensors:
+            try:
+                (array,) = self._placement().batch_arrays([t], ["batch tensor"])
+            except Exception:  # the step that takes it reports the problem with the argument's name
+                continue
+            key = id(t)
+            gone = weakref.ref(t, lambda _, key=key: self._entries.pop(key, None))
+            self._entries[key] = (gone, t._version, array)
+
+    def take(self, tensors: list) -> list:
+        """The staged copy of each tensor, or None where there is no valid one."""
+        out = []
+        for t in tensors:
+            entry = self._entries.pop(id(t), None)
+            ok = entry is not None and entry[0]() is t and entry[1] == t._version
+            out.append(entry[2] if ok else None)
+        return out
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
 class RunState:
     def __init__(self, backend):
         self.backend = backend
@@ -78,11 +115,19 @@ class RunState:
         self.pending: list[PendingClosure] = []
         self.capturing: Optional[ClosureRecorder] = None
         self._device_state: Optional[DeviceState] = None
+        self.staged = StagedBatches(lambda: self.placement)
+
+    @property
+    def placement(self):
+        """Where the CSX run's arrays live (one device or a data-parallel mesh)."""
+        if self.backend.placement is None:
+            self.backend.placement = SingleDevice()
+        return self.backend.placement
 
     @property
     def device_state(self) -> DeviceState:
         if self._device_state is None:
-            self._device_state = DeviceState(seed=torch.initial_seed() % (2**32))
+            self._device_state = DeviceState(seed=torch.initial_seed() % (2**32), placement=self.placement)
         return self._device_state
 
     @property
@@ -114,6 +159,7 @@ class RunState:
         finally:
             if self._device_state is not None:
                 self._device_state.reset()
+            self.staged.clear()
             if self.executors and self.executors[-1] is executor:
                 self.executors.pop()
 
@@ -128,7 +174,14 @@ class RunState:
         if self._device_state is not None:
             self._device_state.forget(tensors)
 
+    def stage_batch(self, batch) -> None:
+        """Start copying a batch's tensors to the device ahead of the step that takes
+        them (called by the input pipeline, from any thread). A no-op off CSX."""
+        if self.backend.is_csx:
+            self.staged.stage(batch)
+
     def abandon(self) -> None:
+        self.staged.clear()
         self.pending.clear()
         self.executors.clear()
         self._device_state = None
@@ -145,6 +198,11 @@ class RunState:
                     "Cannot fetch a checkpoint outside of an execution context. Please make all calls to any "
                     "checkpoint closures inside the training loop (inside `for batch in DataExecutor(...)`)."
                 )
+            if ex.is_pre_initial_step:  # an initial checkpoint: nothing is in flight, the host holds the state
+                self._run(lambda p: True)
+                args, kwargs = materialize((args, kwargs))
+                fn(*args, **kwargs)
+                return
             if not ex.is_checkpoint_step:
                 log.debug("skipping checkpoint closure %s on step %d", getattr(fn, "__name__", fn), ex.iteration)
                 return

@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import cstorch_jax
-from cstorch_jax import Executable, StaticGraphError, TensorSpec, to_jax_many
+from cstorch_jax import Executable, StaticGraphError, TensorSpec
 
 from . import _backend, amp
 from .runtime import ClosureRecorder, wrap_outputs
@@ -73,11 +73,11 @@ class _Program:
         self.scalar_specs = [TensorSpec((), torch.float32)] * len(state.scalar_names)
         self._scalar_cache: tuple[list[float], list] = ([], [])
 
-    def scalar_arrays(self, values: list[float]) -> list:
+    def scalar_arrays(self, b, values: list[float]) -> list:
         """Device copies of the lifted hyper-parameters, re-sent only when they change."""
         if values != self._scalar_cache[0]:
             names = [f"hyper-parameter {n}" for n in self.state.scalar_names]
-            self._scalar_cache = (values, to_jax_many(self.state.scalars(values), names))
+            self._scalar_cache = (values, b.run.placement.state_arrays(self.state.scalars(values), names))
         return self._scalar_cache[1]
 
 
@@ -144,7 +144,7 @@ class TracedStep:
         trace_seconds = time.perf_counter() - t0
         names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
         names += [f"hyper-parameter {n}" for n in state.scalar_names]
-        executable = Executable(captured, names)
+        executable = Executable(captured, names, placement=b.run.placement)
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
                         out_info["static"], out_info["n_user"], recorder, trace_seconds)
@@ -174,6 +174,17 @@ class TracedStep:
                     f"the compiled graph, so it cannot change during a run."
                 )
 
+    @staticmethod
+    def _batch_arrays(b, batch: list, names: list) -> list:
+        """Device copies of the batch: those the input pipeline staged, the rest now."""
+        arrays = b.run.staged.take(batch)
+        missing = [i for i, a in enumerate(arrays) if a is None]
+        if missing:
+            fresh = b.run.placement.batch_arrays([batch[i] for i in missing], [names[i] for i in missing])
+            for i, a in zip(missing, fresh):
+                arrays[i] = a
+        return arrays
+
     def _run(self, b, prog: _Program, args, kwargs):
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         self._check_static(prog, leaves, in_spec, args, kwargs)
@@ -183,7 +194,7 @@ class TracedStep:
         ds = b.run.device_state
         captured = prog.executable.captured
         arrays = ds.arrays(prog.used_tensors, prog.used_specs, prog.used_names)
-        batch_arrays = to_jax_many(batch, names) + prog.scalar_arrays(prog.state.scalar_values())
+        batch_arrays = self._batch_arrays(b, batch, names) + prog.scalar_arrays(b, prog.state.scalar_values())
         n_mut = len(prog.mutated)
         new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
         ds.update(prog.mutated_tensors, new_mut)

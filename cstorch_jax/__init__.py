@@ -17,10 +17,11 @@ from .errors import (
 from .dtypes import to_jax, to_jax_many, to_torch
 from .executable import Executable
 from .jit import JitFunction, jit
+from .placement import DataParallel, SingleDevice, join_processes, process_index
 from .runtime import DeviceState
 
 __all__ = [
-    "jit", "JitFunction", "capture", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
+    "jit", "JitFunction", "capture", "DataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
     "DeferredTensor", "LazyTensor", "materialize", "to_jax", "to_jax_many", "to_torch",
     "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
     "CaptureError",

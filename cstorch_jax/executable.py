@@ -10,6 +10,9 @@ values, so state never exists twice on the device. `kept_state` is the state the
 only reads; state it never touches is not an input. The program never re-traces: a
 batch of another shape or dtype is a `StaticGraphError` naming the argument and both
 shapes.
+
+With a `DataParallel` placement the program is compiled for its mesh: state, scalars
+and the RNG key replicated, batch tensors split on dim 0, every output replicated.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from .capture import CapturedGraph, TensorSpec
 from .dtypes import jax_dtype
 from .errors import StaticGraphError
 from .lowering import to_jax_function, uses_rng
+from .placement import SingleDevice
 
 
 def _aval(spec: TensorSpec) -> jax.ShapeDtypeStruct:
@@ -34,11 +38,12 @@ KEY_AVAL = jax.ShapeDtypeStruct((2,), jax.numpy.uint32)
 class Executable:
     """One compiled XLA program for one captured graph."""
 
-    def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None):
+    def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None, placement=None):
         self.captured = captured
         self.batch_names = list(batch_names) if batch_names is not None else [
             f"input {i}" for i in range(len(captured.batch_specs))
         ]
+        self.placement = placement or SingleDevice()
         self.uses_rng = uses_rng(captured.module)
         n_state = len(captured.state_specs)
         mutated = captured.mutated
@@ -63,7 +68,7 @@ class Executable:
 
         specs = captured.state_specs
         t0 = time.perf_counter()
-        self.lowered = jax.jit(program, donate_argnums=(0, 3)).lower(
+        self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(
             tuple(_aval(specs[i]) for i in mutated),
             tuple(_aval(specs[i]) for i in kept),
             tuple(_aval(s) for s in captured.batch_specs),
@@ -73,6 +78,19 @@ class Executable:
         self.compiled = self.lowered.compile()
         self.lower_seconds = t1 - t0
         self.compile_seconds = time.perf_counter() - t1
+
+    def _shardings(self) -> dict:
+        """`in_shardings`/`out_shardings` for the placement (none on one device)."""
+        rep = self.placement.state_sharding()
+        if rep is None:
+            return {}
+        c = self.captured
+        batch = self.placement.batch_shardings([s.shape for s in c.batch_specs], self.batch_names)
+        n_mut, n_out = len(c.mutated), len(c.output_specs)
+        return {
+            "in_shardings": ((rep,) * n_mut, (rep,) * len(self.kept), tuple(batch), rep),
+            "out_shardings": ((rep,) * n_mut, (rep,) * n_out, rep),
+        }
 
     @property
     def graph_hash(self) -> str:

@@ -4,7 +4,8 @@ During a run the device copy of every state tensor (parameters, buffers, optimiz
 state) is the truth: executables read and donate it step after step without touching
 the host. `sync_to_host()` writes it back into the torch tensors (at checkpoints and
 at the end of a run); `reset()` drops it so the next run uploads the host values.
-The RNG key lives here too and is never reset by a run boundary.
+The RNG key lives here too and is never reset by a run boundary. The placement
+(`SingleDevice` or `DataParallel`) decides on which devices the arrays live.
 """
 from __future__ import annotations
 
@@ -15,19 +16,22 @@ import numpy as np
 import torch
 
 from .capture import TensorSpec
-from .dtypes import to_jax, to_torch
+from .dtypes import to_torch
 from .errors import StaticGraphError
+from .executable import KEY_AVAL
+from .placement import SingleDevice
 
 
 class DeviceState:
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, placement=None):
+        self.placement = placement or SingleDevice()
         self._arrays: dict[int, jax.Array] = {}
         self._tensors: dict[int, torch.Tensor] = {}
         self._dirty: set[int] = set()
         self.reseed(seed)
 
     def reseed(self, seed: int) -> None:
-        self.rng_key = jax.random.key_data(jax.random.key(seed))
+        self.set_rng_state(np.asarray(jax.random.key_data(jax.random.key(seed))))
 
     def arrays(self, tensors: Sequence[torch.Tensor], specs: Sequence[TensorSpec], names: Sequence[str]):
         """Device arrays of host tensors (uploaded on first use in a run)."""
@@ -41,7 +45,7 @@ class DeviceState:
                         f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step "
                         f"cannot change the shape or dtype of its state."
                     )
-                self._arrays[key] = to_jax(t, name)
+                (self._arrays[key],) = self.placement.state_arrays([t], [name])
                 self._tensors[key] = t
             out.append(self._arrays[key])
         return out
@@ -58,13 +62,13 @@ class DeviceState:
 
     def set_rng_state(self, state: np.ndarray) -> None:
         state = np.asarray(state)
-        want = np.asarray(self.rng_key)
-        if state.shape != want.shape or state.dtype.kind not in "ui":
+        want = KEY_AVAL.shape
+        if state.shape != want or state.dtype.kind not in "ui":
             raise ValueError(
-                f"An XLA RNG state is uint32 key data of shape {list(want.shape)}, got {state.dtype} of shape "
+                f"An XLA RNG state is uint32 key data of shape {list(want)}, got {state.dtype} of shape "
                 f"{list(state.shape)}; pass what cstorch.get_rng_state() returned on a CSX backend."
             )
-        self.rng_key = jax.device_put(state.astype(np.uint32))
+        (self.rng_key,) = self.placement.put_state([state.astype(np.uint32)])
 
     def sync_to_host(self, tensors: Optional[Sequence[torch.Tensor]] = None) -> None:
         """Copy every changed device value (or only those of `tensors`) into its torch

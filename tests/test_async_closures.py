@@ -130,6 +130,35 @@ def test_checkpoint_closure_runs_on_schedule_with_that_steps_state():
     assert not torch.equal(results["CSX"][0][1]["weight"], results["CSX"][1][1]["weight"])
 
 
+def test_checkpoint_closure_at_the_pre_initial_step_sees_the_initial_state():
+    """After `iter(executor)` and before the first batch (step -1) a checkpoint closure
+    runs at once on the initial parameters; later it follows the schedule."""
+    for kind in ("CPU", "CSX"):
+        model, opt, step = _linear_sgd(kind)
+        initial = {k: v.clone() for k, v in model.state_dict().items()}
+        saved = []
+
+        @cstorch.checkpoint_closure
+        def save(step):
+            saved.append((step, {k: v.clone() for k, v in model.state_dict().items()}))
+
+        g = torch.Generator().manual_seed(1)
+        batches = [torch.randn(3, 4, generator=g) for _ in range(4)]
+        executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: batches), num_steps=4,
+                                                   checkpoint_steps=2)
+        steps = iter(executor)
+        assert executor.is_pre_initial_step
+        save(-1)
+        assert [s for s, _ in saved] == [-1], kind  # ran at once
+        for i, x in enumerate(steps):
+            step(x)
+            save(i)
+        assert [s for s, _ in saved] == [-1, 1, 3], kind
+        for k in initial:
+            assert torch.equal(saved[0][1][k], initial[k]), (kind, k)
+        assert not torch.equal(saved[1][1]["weight"], initial["weight"]), kind
+
+
 def test_device_state_is_fetched_only_on_checkpoint_steps(monkeypatch):
     """On CSX the parameters and optimizer state stay on the device between
     checkpoints: the host copies are refreshed on checkpoint steps only."""

@@ -18,13 +18,16 @@ def save(state_dict, ckpt_path, *, allow_pickle: bool = False) -> None:
     numbers, strings and None) to a new H5 checkpoint at `ckpt_path`, atomically.
     Refuses to overwrite an existing file. Other objects are stored pickled only with
     `allow_pickle=True`. During a CSX run the torch tensors are first brought up to
-    the device's latest values, so the file holds the state of the last step run."""
+    the device's latest values, so the file holds the state of the last step run. In
+    a multi-process run every process holds the same state and only process 0 writes."""
     from .._backend import backend
+    from ..distributed.processes import is_main_process
 
     b = backend()
     if b is not None:
         b.run.sync_state_to_host()
-    write_h5(layout_of(state_dict, allow_pickle), ckpt_path)
+    if is_main_process():
+        write_h5(layout_of(state_dict, allow_pickle), ckpt_path)
 
 
 def _is_cpu(map_location) -> bool:

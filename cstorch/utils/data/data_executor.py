@@ -15,15 +15,29 @@ other steps their values are never fetched from the device. CPU/GPU run closures
 every step. `activation_steps` is capped at `num_steps` and reduced (with a warning)
 to a divisor of every checkpoint step's `user_iteration`, so that closures can fetch
 values on checkpoint steps; checkpoint closures always follow the checkpoint schedule.
+
+Iteration. `iter(executor)` starts the run at once (`RunState.start`): until the
+first `next()` the run is at its pre-initial step (`iteration == -1`,
+`is_pre_initial_step`) and `current_executor()` is this executor. The input pipeline
+(`streamer.py`: the loader's data workers, run ahead by producer threads when
+`cstorch.backends.csx.performance.prefetch_batches > 0`) starts with the run; step k
+takes global batch k, from worker k % W. The run ends (`RunState.end`; the producers
+are stopped and joined) when its steps are done, when the loop is left early (`break`
+or an exception in the loop body: pending closures still run) or when the run itself
+raises (the loader or a closure: pending closures are dropped). `pipeline_stats`
+holds the pipeline's live counters, shown as a tqdm bar according to
+`cstorch.backends.csx.performance.progress`.
 """
 from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Optional, Union
 
-from ... import _backend
+from ... import _backend, backends
 from .dataloader import DataLoader
+from .streamer import HostPipeline, PipelineStats, ProgressBar
 from .utils import Schedule
 
 log = logging.getLogger("cstorch")
@@ -91,6 +105,7 @@ class DataExecutor:
         self.activation_steps = activation
         self.profiler_activities = profiler_activities
         self.iteration = -1
+        self.pipeline_stats = PipelineStats(num_steps=num_steps)
 
     def _resolve_num_steps(self, dataloader, num_steps) -> int:
         b = self.backend
@@ -147,39 +162,49 @@ class DataExecutor:
     def is_activation_step(self) -> bool:
         return self.activation_step(self.iteration)
 
-    def _batches(self):
-        produced = 0
-        while True:
-            empty = True
-            for batch in self.dataloader:
-                empty = False
-                yield batch
-                produced += 1
-                if produced >= self.num_steps:
-                    return
-            if empty:
-                raise RuntimeError(
-                    "Iterating the dataloader did not return any values. This is possibly because the dataset is "
-                    "too small for the specified batch_size or drop_last settings. Please make sure that the "
-                    "dataloader is able to generate at least one batch."
-                )
-
     def __iter__(self):
+        """Start the run now (its pre-initial step) and return the iterator of its
+        batches, one per step."""
+        steps = self._run()
+        next(steps)  # runs up to the pre-initial step
+        return steps
+
+    def _run(self):
         run = self.backend.run
+        perf = backends.csx.performance
         self.iteration = -1
         run.start(self)
         failed = True
+        pipeline = progress = None
         try:
-            for i, batch in enumerate(self._batches()):
+            stats = self.pipeline_stats = PipelineStats.for_run(self.num_steps, self.dataloader.num_workers,
+                                                                perf.prefetch_batches)
+            stage = run.stage_batch if self.backend.is_csx else None
+            pipeline = HostPipeline(self.dataloader, self.num_steps, perf.prefetch_batches, stage, stats)
+            progress = ProgressBar(perf.progress, stats)
+            pipeline.start()
+            yield  # the pre-initial step: `__iter__` returns here
+            for i in range(self.num_steps):
+                batch = pipeline.next_batch(i)
                 self.iteration = i
                 yield batch
                 run.batch_end(self)
+                stats.steps += 1
+                progress.step()
             failed = False
         except GeneratorExit:  # the loop was left early (break): what was queued still runs
             failed = False
             raise
         finally:
+            self._stop(pipeline, progress)
             run.end(self, failed)
+
+    def _stop(self, pipeline, progress) -> None:
+        if pipeline is not None:
+            pipeline.close()
+        self.pipeline_stats.ended_at = time.perf_counter()
+        if progress is not None:
+            progress.close()
 
 
 def current_executor() -> DataExecutor:

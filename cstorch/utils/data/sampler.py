@@ -12,8 +12,11 @@ It chains three samplers:
   batch, so no sample is lost and the stream of batches is the same however the run
   is split; with `drop_last=False` the last batch is short, or filled with
   `pad_index` when `pad_last`.
-* `ShardedSampler` hands global batch `i` to worker `i % num_workers` (round robin);
-  on this system one process streams all data, so there is one worker.
+* `ShardedSampler` hands global batch `i` to worker `i % num_workers` (round robin).
+  The workers default to the data workers of the run (`num_workers_per_csx`, see
+  `cstorch.distributed.streaming`): built inside `input_fn`, each worker keeps its
+  share, and the executor, taking global batch `k` from worker `k % W`, sees the same
+  stream of batches as with one worker.
 
 `set_state(start_index)` restarts the chain after `start_index` samples, which makes
 a resumed run see exactly the batches the interrupted one would have seen.
@@ -24,6 +27,8 @@ import math
 from typing import Iterable, Iterator, Optional
 
 import torch
+
+from ...distributed.streaming import get_streaming_rank, num_streamers
 
 
 class _PadIndex:
@@ -152,12 +157,14 @@ class BatchSampler(torch.utils.data.Sampler):
 class ShardedSampler(torch.utils.data.Sampler):
     """Round robin of the items of `data_source` (global batches) over the data
     workers: worker `w` of `n` gets items `i` with `i % n == w`, counting across
-    epochs. One worker (all items) unless `num_workers`/`worker_id` are given."""
+    epochs. `num_workers`/`worker_id` default to `num_streamers()` and
+    `get_streaming_rank()` read at construction: the calling data worker inside
+    `input_fn`, one worker (all items) elsewhere."""
 
     def __init__(self, data_source: Iterable, num_workers: Optional[int] = None, worker_id: Optional[int] = None):
         self._data_source = data_source
-        self._num_groups = 1 if num_workers is None else num_workers
-        self._group_idx = 0 if worker_id is None else worker_id
+        self._num_groups = num_streamers() if num_workers is None else num_workers
+        self._group_idx = get_streaming_rank() if worker_id is None else worker_id
         if not isinstance(self._num_groups, int) or self._num_groups < 1:
             raise ValueError(f"num_workers must be a positive integer, got {self._num_groups}")
         if not isinstance(self._group_idx, int) or not 0 <= self._group_idx < self._num_groups:

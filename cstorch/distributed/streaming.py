@@ -1,0 +1,90 @@
+"""Which data worker is running: the streaming context of an input worker.
+
+A CSX run with `ClusterConfig(num_workers_per_csx=W)` streams its input from W data
+workers. Here a worker is a thread of the host input pipeline, not a process: the
+`DataLoader` calls `input_fn` once per worker and iterates each worker's loader inside
+that worker's context (see `cstorch.utils.data.streamer`). The context is per thread,
+so code in `input_fn` or in the loader's iteration (a `DistributedSampler`, for
+instance) learns its share of the stream:
+
+* `num_streamers()`: W inside a worker; 1 outside.
+* `get_streaming_rank()`: the worker id in [0, W) inside a worker; 0 outside.
+* `is_streamer()`: whether the calling code runs inside a worker.
+* `get_ordinal()` / `num_tasks()`: the worker id and the worker count (the tasks of a
+  run here are its data workers), 0 and 1 outside; `is_master_ordinal()` is ordinal 0.
+* `get_streaming_batch_size(effective_batch_size, global_rank=None)`: the batch size a
+  worker streams. Every worker streams whole global batches (the engine shards a
+  batch over the devices), so it is `effective_batch_size` unchanged.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+
+@dataclass(frozen=True)
+class _Worker:
+    rank: int
+    count: int
+
+
+_local = threading.local()
+
+
+def _current() -> Optional[_Worker]:
+    return getattr(_local, "worker", None)
+
+
+@contextmanager
+def streaming_worker(rank: int, count: int) -> Iterator[None]:
+    """Run the body as data worker `rank` of `count`, in the calling thread only."""
+    if not 0 <= rank < count:
+        raise ValueError(f"A streaming worker's rank must be in [0, {count}), got {rank}.")
+    old = _current()
+    _local.worker = _Worker(rank, count)
+    try:
+        yield
+    finally:
+        _local.worker = old
+
+
+def num_streamers() -> int:
+    """The number of data workers streaming this run's input (1 outside a worker)."""
+    w = _current()
+    return w.count if w is not None else 1
+
+
+def get_streaming_rank() -> int:
+    """The calling data worker's id (0 outside a worker)."""
+    w = _current()
+    return w.rank if w is not None else 0
+
+
+def is_streamer() -> bool:
+    """Whether the calling code runs inside a data worker."""
+    return _current() is not None
+
+
+def get_ordinal() -> int:
+    """The calling task's ordinal: the data worker's id, 0 outside a worker."""
+    return get_streaming_rank()
+
+
+def num_tasks() -> int:
+    """The number of tasks: the data workers of the run, 1 outside a worker."""
+    return num_streamers()
+
+
+def is_master_ordinal() -> bool:
+    return get_ordinal() == 0
+
+
+def get_streaming_batch_size(effective_batch_size: int, global_rank: Optional[int] = None) -> int:
+    """The batch size a data worker streams: the whole `effective_batch_size` (every
+    worker streams global batches; `global_rank` does not change that here)."""
+    if not isinstance(effective_batch_size, int) or isinstance(effective_batch_size, bool) \
+            or effective_batch_size < 1:
+        raise ValueError(f"effective_batch_size must be a positive integer, got {effective_batch_size!r}.")
+    return effective_batch_size

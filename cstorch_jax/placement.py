@@ -1,0 +1,145 @@
+"""Where the arrays of a run live: one device, or a data-parallel mesh of several.
+
+`SingleDevice()` keeps everything on JAX's default device. `DataParallel(n)` is a
+one-axis `jax.sharding.Mesh` ("data") over the first n devices of the (possibly
+multi-process) JAX runtime: every state array (parameters, buffers, optimizer state,
+the RNG key) and every scalar input is replicated on all n devices; every batch
+tensor with at least one dimension is split on dim 0 into n equal slices. The compiled
+step then computes on the whole global batch, and XLA inserts the cross-device
+reductions that make its result the one-device result up to float summation order.
+
+In a multi-process run every process passes the same global host batch and uploads
+only the slices of its own devices; replicated values are read back from a local copy.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import jax
+import numpy as np
+import torch
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from .dtypes import host_array
+
+
+class Placement:
+    """Copies host values to the devices of a run (fresh arrays, never aliasing torch
+    memory); subclasses say which devices and how values are split."""
+
+    num_devices = 1
+
+    def state_sharding(self):
+        """The sharding of state, scalars and outputs (None: the default device)."""
+        raise NotImplementedError
+
+    def batch_shardings(self, shapes: Sequence[tuple], names: Sequence[str]) -> list:
+        raise NotImplementedError
+
+    def put(self, hosts: Sequence[np.ndarray], shardings: Sequence) -> list:
+        raise NotImplementedError
+
+    def put_state(self, hosts: Sequence[np.ndarray]) -> list:
+        return self.put(hosts, [self.state_sharding()] * len(hosts))
+
+    def state_arrays(self, tensors: Sequence[torch.Tensor], names: Sequence[str]) -> list:
+        """Replicated device copies of state or scalar tensors."""
+        return self.put_state([host_array(t, n) for t, n in zip(tensors, names)])
+
+    def batch_arrays(self, tensors: Sequence[torch.Tensor], names: Sequence[str]) -> list:
+        """Device copies of batch tensors, split as the compiled step expects them."""
+        hosts = [host_array(t, n) for t, n in zip(tensors, names)]
+        return self.put(hosts, self.batch_shardings([h.shape for h in hosts], names))
+
+
+class SingleDevice(Placement):
+    """Everything on JAX's default device (no explicit shardings)."""
+
+    def state_sharding(self):
+        return None
+
+    def batch_shardings(self, shapes: Sequence[tuple], names: Sequence[str]) -> list:
+        return [None] * len(shapes)
+
+    def put(self, hosts: Sequence[np.ndarray], shardings: Sequence) -> list:
+        return jax.device_put(list(hosts))
+
+    def __repr__(self) -> str:
+        return "SingleDevice()"
+
+
+class DataParallel(Placement):
+    """Batch split on dim 0 over `num_devices` devices, everything else replicated."""
+
+    AXIS = "data"
+
+    def __init__(self, num_devices: int):
+        devices = jax.devices()
+        if not isinstance(num_devices, int) or num_devices < 1:
+            raise ValueError(f"DataParallel needs a positive number of devices, got {num_devices!r}")
+        if num_devices > len(devices):
+            hint = ("Set XLA_FLAGS=--xla_force_host_platform_device_count=N in the environment before JAX is "
+                    "imported to get N CPU devices." if devices[0].platform == "cpu" else "")
+            raise ValueError(
+                f"num_csx={num_devices} asks for {num_devices} devices, but the JAX runtime has only "
+                f"{len(devices)} ({devices[0].platform}) device(s). Ask for at most {len(devices)}. {hint}".rstrip()
+            )
+        if jax.process_count() > 1 and num_devices != len(devices):
+            raise ValueError(
+                f"num_csx={num_devices} in a run of {jax.process_count()} processes: a multi-process run uses "
+                f"every device of every process, so num_csx must be {len(devices)}."
+            )
+        self.num_devices = num_devices
+        self.mesh = Mesh(np.array(devices[:num_devices]), (self.AXIS,))
+        self.replicated = NamedSharding(self.mesh, PartitionSpec())
+        self.split = NamedSharding(self.mesh, PartitionSpec(self.AXIS))
+
+    def state_sharding(self) -> NamedSharding:
+        return self.replicated
+
+    def batch_sharding(self, shape: tuple, name: str) -> NamedSharding:
+        """Split on dim 0 for a tensor with dimensions; replicated for a scalar. A dim 0
+        that the devices cannot share equally is an error."""
+        if len(shape) == 0:
+            return self.replicated
+        rows = shape[0]
+        if rows % self.num_devices:
+            lower = rows // self.num_devices * self.num_devices
+            upper = math.ceil(rows / self.num_devices) * self.num_devices
+            sizes = f"{lower} or {upper}" if lower else f"{upper}"
+            raise ValueError(
+                f"{name} has batch size {rows} (dim 0 of shape {list(shape)}), which the {self.num_devices} "
+                f"devices of num_csx={self.num_devices} cannot split equally. The global batch must be a multiple "
+                f"of num_csx: use a batch size of {sizes}, or fewer devices."
+            )
+        return self.split
+
+    def batch_shardings(self, shapes: Sequence[tuple], names: Sequence[str]) -> list[NamedSharding]:
+        return [self.batch_sharding(s, n) for s, n in zip(shapes, names)]
+
+    def put(self, hosts: Sequence[np.ndarray], shardings: Sequence[NamedSharding]) -> list:
+        if jax.process_count() == 1:
+            return jax.device_put(list(hosts), list(shardings))
+        # each process uploads only the slices of its own devices
+        return [jax.make_array_from_callback(h.shape, s, lambda index, h=h: h[index])
+                for h, s in zip(hosts, shardings)]
+
+    def __repr__(self) -> str:
+        return f"DataParallel({self.num_devices})"
+
+
+def join_processes(coordinator_address: str, num_processes: int, process_id: int) -> None:
+    """Join a multi-process JAX runtime: process `process_id` of `num_processes`, with
+    the coordinator service at `coordinator_address` ("host:port", started by process
+    0). Must run before JAX creates any array. Afterwards `jax.devices()` lists the
+    devices of every process."""
+    if not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id must be in [0, {num_processes}), got {process_id}")
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id)
+
+
+def process_index() -> int:
+    """This process's index in a multi-process run (0 in a single-process run)."""
+    return jax.process_index()
