@@ -191,6 +191,9 @@ class RunState:
         if self.capturing is not None:
             self.capturing.record(fn, args, kwargs, checkpoint)
             return
+        if not self.backend.is_e2e_execution:  # compile/validate only: no step produces values
+            log.debug("skipping closure %s: the backend only compiles", getattr(fn, "__name__", fn))
+            return
         ex = self.executor
         if checkpoint:
             if ex is None:

@@ -103,11 +103,39 @@ class TracedStep:
                 self.program = self._compile(b, args, kwargs)
             finally:
                 amp.skip.clear()  # records made while capturing hold traced tensors
+        if not b.is_e2e_execution:
+            return self._not_run(b, self.program)
         return self._run(b, self.program, args, kwargs)
 
     @property
     def executable(self) -> Optional[Executable]:
         return self.program.executable if self.program is not None else None
+
+    # -- exploring the compiled step ---------------------------------------------------
+    def lower(self, *args, **kwargs):
+        """Capture and compile the step for these arguments without running it (CSX
+        backend) and return its `cstorch_jax.explore.StepReport`. The step's own program
+        is not replaced: lowering other arguments shows what they would compile to."""
+        b = _backend.backend()
+        if b is None or not b.is_csx:
+            raise RuntimeError(
+                "step.lower() compiles the step for the CSX backend; create it first with cstorch.backend(\"CSX\")."
+            )
+        try:
+            program = self._compile(b, args, kwargs)
+        finally:
+            amp.skip.clear()
+        return cstorch_jax.explore.StepReport(program.executable, self.__name__)
+
+    @property
+    def report(self):
+        """The `StepReport` of the program the step runs (after its first call)."""
+        if self.program is None:
+            raise RuntimeError(
+                f"{self.__name__} has not been compiled yet: call it once inside a DataExecutor loop, or use "
+                f"{self.__name__}.lower(*example_args) to compile it for exploration without running it."
+            )
+        return cstorch_jax.explore.StepReport(self.program.executable, self.__name__)
 
     # -- CSX ----------------------------------------------------------------------
     def _compile(self, b, args, kwargs) -> _Program:
@@ -185,6 +213,16 @@ class TracedStep:
                 arrays[i] = a
         return arrays
 
+    def _not_run(self, b, prog: _Program):
+        """Compile-only / validate-only: the step's outputs have a shape and a dtype but
+        no value; its closures are not queued."""
+        mode = "compile_only" if b.compile_only else "validate_only"
+        reason = (f"the backend runs in {mode} mode: {self.__name__} was compiled but not run, so its outputs have "
+                  f"no values. Use step.report to look at the compiled program.")
+        specs = prog.executable.captured.output_specs[: prog.n_user_outputs]
+        it = iter(cstorch_jax.UncomputedTensor(s.shape, s.dtype, reason) for s in specs)
+        return pytree.tree_unflatten([next(it) if s is TENSOR else s for s in prog.out_static], prog.out_spec)
+
     def _run(self, b, prog: _Program, args, kwargs):
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         self._check_static(prog, leaves, in_spec, args, kwargs)
@@ -204,6 +242,15 @@ class TracedStep:
         it = iter(user)
         out_leaves = [next(it) if s is TENSOR else s for s in prog.out_static]
         return pytree.tree_unflatten(out_leaves, prog.out_spec)
+
+
+def _report_view(name: str) -> property:
+    return property(lambda self: getattr(self.report, name),
+                    doc=f"`step.report.{name}` (see cstorch_jax.explore.StepReport).")
+
+
+for _name in ("graph", "jaxpr", "stablehlo", "hlo", "cost", "memory", "ops", "summary", "draw"):
+    setattr(TracedStep, _name, _report_view(_name))
 
 
 def trace(step_fn: Callable) -> TracedStep:

@@ -2,8 +2,9 @@
 jax.numpy, compile it with XLA into one immutable executable, and run it.
 
 Knows torch and jax; knows nothing of the `cstorch` facade."""
+from . import explore  # noqa: F401  (StepReport, diff: look inside a compiled step)
 from . import optim  # noqa: F401  (registers the optimizer ops and their lowerings)
-from .async_tensor import DeferredTensor
+from .async_tensor import DeferredTensor, UncomputedTensor
 from .lazy_tensor import LazyTensor, materialize
 from .capture import CapturedGraph, TensorSpec, capture
 from .errors import (
@@ -22,7 +23,7 @@ from .runtime import DeviceState
 
 __all__ = [
     "jit", "JitFunction", "capture", "DataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
-    "DeferredTensor", "LazyTensor", "materialize", "to_jax", "to_jax_many", "to_torch",
+    "DeferredTensor", "UncomputedTensor", "LazyTensor", "materialize", "to_jax", "to_jax_many", "to_torch",
     "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
     "CaptureError",
 ]

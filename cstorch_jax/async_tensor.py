@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from .dtypes import to_torch
+from .errors import MaterializationError
 from .lazy_tensor import LazyTensor
 
 
@@ -30,3 +31,20 @@ class DeferredTensor(LazyTensor):
         value = to_torch(self._array, self.dtype)
         self._array = None
         return value
+
+
+class UncomputedTensor(LazyTensor):
+    """An output of a step that was compiled but not run (compile-only or
+    validate-only): its shape and dtype are known; reading its value raises."""
+
+    @staticmethod
+    def __new__(cls, shape, dtype: torch.dtype, reason: str):
+        t = LazyTensor.__new__(cls, shape, dtype)
+        t._reason = reason
+        return t
+
+    def __init__(self, shape, dtype: torch.dtype, reason: str):
+        pass
+
+    def _fetch(self) -> torch.Tensor:
+        raise MaterializationError(self._reason)

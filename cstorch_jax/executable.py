@@ -67,13 +67,15 @@ class Executable:
             return tuple(outs[:n_mut]), tuple(outs[n_mut:]), next_key
 
         specs = captured.state_specs
-        t0 = time.perf_counter()
-        self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(
+        self._program = program
+        self._avals = (
             tuple(_aval(specs[i]) for i in mutated),
             tuple(_aval(specs[i]) for i in kept),
             tuple(_aval(s) for s in captured.batch_specs),
             KEY_AVAL,
         )
+        t0 = time.perf_counter()
+        self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(*self._avals)
         t1 = time.perf_counter()
         self.compiled = self.lowered.compile()
         self.lower_seconds = t1 - t0
@@ -91,6 +93,10 @@ class Executable:
             "in_shardings": ((rep,) * n_mut, (rep,) * len(self.kept), tuple(batch), rep),
             "out_shardings": ((rep,) * n_mut, (rep,) * n_out, rep),
         }
+
+    def jaxpr(self):
+        """The program as a jaxpr (traced again from the lowering, not cached)."""
+        return jax.make_jaxpr(self._program)(*self._avals)
 
     @property
     def graph_hash(self) -> str:

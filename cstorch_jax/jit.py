@@ -92,6 +92,13 @@ class JitFunction:
         out_leaves = [next(it) if s is _TENSOR_SLOT else s for s in entry.out_static]
         return pytree.tree_unflatten(out_leaves, entry.out_spec)
 
+    def lower(self, *args, **kwargs):
+        """A `cstorch_jax.explore.StepReport` of the executable for these arguments
+        (compiled if needed, not run)."""
+        from .explore import StepReport
+
+        return StepReport(self.executable(*args, **kwargs), getattr(self.fn, "__name__", "function"))
+
     @property
     def num_executables(self) -> int:
         return len(self._cache)
