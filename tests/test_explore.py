@@ -59,8 +59,23 @@ def gpt():
     return model, step, batch, step.lower(*batch, 1.0)
 
 
-def test_gpt_costs_memory_and_ops(gpt):
-    model, _, _, report = gpt
+@pytest.fixture(scope="module")
+def gpt_reports():
+    """The GPT step lowered for its batch (twice), half the batch, and another Python
+    scale: plain objects that outlive the backend, shared by the tests that only read."""
+    from cstorch._backend import _reset_backend
+
+    _reset_backend()
+    model, step, (tokens, targets) = _gpt_step()
+    reports = {"base": step.lower(tokens, targets, 1.0), "same": step.lower(tokens, targets, 1.0),
+               "half": step.lower(tokens[:4], targets[:4], 1.0), "scaled": step.lower(tokens, targets, 0.5)}
+    _reset_backend()
+    return model, reports
+
+
+def test_gpt_costs_memory_and_ops(gpt_reports):
+    model, reports = gpt_reports
+    report = reports["base"]
     cost = report.cost
     analytic = _analytic_training_flops()
     assert abs(cost.flops - analytic) / analytic < 0.10, (cost.flops, analytic)
@@ -81,8 +96,8 @@ def test_gpt_costs_memory_and_ops(gpt):
     assert mem.argument_bytes >= mem.donated_bytes
 
 
-def test_gpt_texts_summary_and_drawing(gpt):
-    _, _, _, report = gpt
+def test_gpt_texts_summary_and_drawing(gpt_reports):
+    report = gpt_reports[1]["base"]
     assert 'i64[8, 64]' in report.graph and "aten.mm" in report.graph
     assert "dot_general" in report.jaxpr
     assert "stablehlo.dot_general" in report.stablehlo
@@ -98,12 +113,13 @@ def test_gpt_texts_summary_and_drawing(gpt):
     assert any(label.startswith("ByteGPT.blocks.0") for label in labels), labels
 
 
-def test_diff_names_the_changed_input_or_literal(gpt):
-    _, step, (tokens, targets), report = gpt
-    assert diff(report, step.lower(tokens, targets, 1.0)).identical
-    shape = diff(report, step.lower(tokens[:4], targets[:4], 1.0))
+def test_diff_names_the_changed_input_or_literal(gpt_reports):
+    reports = gpt_reports[1]
+    report = reports["base"]
+    assert diff(report, reports["same"]).identical
+    shape = diff(report, reports["half"])
     assert shape.changes[0] == "input argument [0]: shape [8, 64] -> [4, 64]"
-    literal = diff(report, step.lower(tokens, targets, 0.5))
+    literal = diff(report, reports["scaled"])
     assert literal.changes and all("1.0 -> 0.5" in c for c in literal.changes), literal.changes
     assert "aten.mul.Tensor" in literal.changes[0]
 
