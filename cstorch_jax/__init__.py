@@ -15,7 +15,7 @@ from .errors import (
     UnsupportedDTypeError,
     UnsupportedOpError,
 )
-from .dtypes import to_jax, to_jax_many, to_torch
+from .dtypes import to_jax, to_torch
 from .executable import Executable
 from .jit import JitFunction, jit
 from .placement import DataParallel, SingleDevice, join_processes, process_index
@@ -23,7 +23,7 @@ from .runtime import DeviceState
 
 __all__ = [
     "jit", "JitFunction", "capture", "DataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
-    "DeferredTensor", "UncomputedTensor", "LazyTensor", "materialize", "to_jax", "to_jax_many", "to_torch",
+    "DeferredTensor", "UncomputedTensor", "LazyTensor", "materialize", "to_jax", "to_torch",
     "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
     "CaptureError",
 ]

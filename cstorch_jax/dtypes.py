@@ -84,11 +84,6 @@ def to_jax(t: torch.Tensor, name: str = "tensor") -> jax.Array:
     return jax.device_put(host_array(t, name))
 
 
-def to_jax_many(tensors, names) -> list:
-    """`to_jax` for several tensors in one transfer."""
-    return jax.device_put([host_array(t, n) for t, n in zip(tensors, names)])
-
-
 def to_numpy(a, dtype: torch.dtype) -> np.ndarray:
     """Materialise a device array as numpy with the numpy twin of a torch dtype."""
     return np.asarray(a).astype(_NUMPY_OF_TORCH[dtype], copy=False)

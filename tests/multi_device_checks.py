@@ -1,7 +1,7 @@
 """Checks that need several JAX devices, run by tests/test_data_parallel.py in a fresh
 process started with XLA_FLAGS=--xla_force_host_platform_device_count=4.
 
-    python tests/multi_device_checks.py <check>
+    python tests/multi_device_checks.py <check> [<check> ...]
 
 Each check raises (exit status 1) when it fails and prints "ok <check>" when it holds.
 """
@@ -126,6 +126,6 @@ def check_too_many_devices():
 CHECKS = {name.removeprefix("check_"): fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":
-    name = sys.argv[1]
-    CHECKS[name]()
-    print(f"ok {name}")
+    for name in sys.argv[1:]:
+        CHECKS[name]()
+        print(f"ok {name}", flush=True)

@@ -1,0 +1,705 @@
+"""The benchmark suite: three workloads under four implementations, in one process.
+
+    python -m benchmarks                          # full sizes; writes benchmarks/RESULTS.md + results.png
+    python -m benchmarks --quick                  # tiny sizes, few steps (CI smoke run)
+    python -m benchmarks --workloads mlp,gpt --out /tmp/r.md
+
+Workloads (`benchmarks.workloads`): an MLP 784-512-512-10 (batch 128, SGD momentum 0.9),
+a CNN (two 3x3 convolutions, max-pool, linear; 28x28 inputs, batch 64, Adam) and the GPT
+decoder of `benchmarks.models` (4 layers, d 256, 4 heads, seq 128, vocab 2048, batch 8,
+AdamW). Implementations, all on the same initial weights and the same batches:
+
+* ``eager``: the torch model, torch.optim, ``loss.item()`` every step;
+* ``torch.compile``: the model + loss as one ``torch.compile`` function (AOTAutograd
+  compiles its backward too) and ``opt.step`` as a second compiled function, the
+  documented compiled-optimizer recipe, default inductor backend (cold: a fresh inductor
+  cache, except with --quick);
+  a failure is recorded as its error text and the suite carries on;
+* ``cstorch``: ``cstorch.backend("CSX")``, ``cstorch.compile(model)``, a ``@cstorch.trace``
+  step with the cstorch optimizer, a ``DataExecutor`` with ``num_steps``, ``float(loss)``
+  every step (the step is timed from ``next(executor)`` to the loss on the host);
+* ``jax.jit``: the model written by hand in jax.numpy (`benchmarks.jax_models`) with
+  optax, one ``jax.jit`` step donating parameters and optimizer state, ``float(loss)``
+  every step.
+
+For each workload every implementation first runs its warm-up steps (the first ones
+trace and compile), then timed rounds alternate between the implementations (the order
+rotates every round) so that drift in the machine's load hits all alike. Reported per
+(workload, implementation): median/min/max ms per step, ratio to eager (medians),
+trace + compile seconds, achieved GFLOP/s from an analytic FLOP count and its fraction of
+the float32 matmul peak measured in the same process. The losses of every implementation
+must agree with eager's at every step (relative tolerance per workload); otherwise a
+warning is printed and the exit status is 1.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import gc
+import math
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import torch
+
+import cstorch
+
+from .workloads import BUILDERS, N_BATCHES, Workload
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "RESULTS.md"
+DEFAULT_QUICK_OUT = HERE / "RESULTS-quick.md"  # git-ignored
+IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit")
+LABELS = {"eager": "eager torch", "torch.compile": "torch.compile (inductor)", "cstorch": "cstorch CSX",
+          "jax.jit": "hand-written jax.jit"}
+
+
+def _error_text(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    text = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+# --------------------------------------------------------------------------------------
+# The four implementations. Each runs one training step per `step()` call and returns the
+# loss of that step as a Python float (so every step ends in a sync with the host).
+# --------------------------------------------------------------------------------------
+class Impl:
+    key = ""
+
+    def __init__(self, wl: Workload, model: torch.nn.Module):
+        self.wl = wl
+        self.model = model
+        self.i = 0  # steps taken
+        self.times: list[float] = []  # seconds per timed step
+        self.losses: list[float] = []  # every step's loss, warm-up included
+        self.error: str | None = None
+        self.warmup_s = 0.0  # wall time of the warm-up steps
+        self.first_step_s = float("nan")
+        self.compile_s: float | None = None  # trace + compile seconds
+        self.compile_note = ""
+
+    def _batch(self):
+        b = self.wl.batches[self.i % len(self.wl.batches)]
+        self.i += 1
+        return b
+
+    def setup(self, total_steps: int) -> None:  # pragma: no cover - overridden
+        pass
+
+    def step(self) -> float:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def after_warmup(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times) if self.times else float("nan")
+
+
+class EagerTorch(Impl):
+    key = "eager"
+
+    def setup(self, total_steps):
+        self.opt = self.wl.optimizer.torch(self.model.parameters())
+
+    def step(self):
+        batch = self._batch()
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.wl.torch_loss(self.model, *batch)
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+
+class TorchCompile(Impl):
+    """torch.compile compiles lazily inside the first calls: its trace + compile time is
+    the warm-up wall time minus warm-up steps x the steady-state median ("lazy")."""
+    key = "torch.compile"
+
+    def setup(self, total_steps):
+        self.opt = self.wl.optimizer.torch(self.model.parameters())
+        model, loss_fn, opt = self.model, self.wl.torch_loss, self.opt
+        self.loss = torch.compile(lambda *batch: loss_fn(model, *batch))
+
+        @torch.compile
+        def opt_step():
+            opt.step()
+
+        self.opt_step = opt_step
+        self.compile_note = "lazy"
+
+    def step(self):
+        batch = self._batch()
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss(*batch)
+        loss.backward()
+        self.opt_step()
+        return loss.item()
+
+
+class CstorchCSX(Impl):
+    key = "cstorch"
+
+    def __init__(self, wl, model, backend):
+        super().__init__(wl, model)
+        self.backend = backend
+        self.executor = None
+
+    def setup(self, total_steps):
+        compiled = cstorch.compile(self.model, self.backend)
+        optimizer = self.wl.optimizer.cstorch(self.model.parameters())
+        loss_fn = self.wl.torch_loss
+
+        @cstorch.trace
+        def train_step(*batch):
+            loss = loss_fn(compiled, *batch)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            return loss
+
+        self.train_step = train_step
+        batches = list(self.wl.batches)
+        loader = cstorch.utils.data.DataLoader(lambda: batches)
+        self.executor = iter(cstorch.utils.data.DataExecutor(loader, num_steps=total_steps))
+
+    def step(self):
+        batch = next(self.executor)  # the previous step's bookkeeping and this step's batch
+        self.i += 1
+        loss = self.train_step(*batch)
+        return float(loss)
+
+    def after_warmup(self):
+        prog = self.train_step.program
+        self.compile_s = prog.trace_seconds + prog.executable.lower_seconds + prog.executable.compile_seconds
+
+    def finish(self):
+        if self.executor is not None:
+            for _ in self.executor:  # ends the run
+                raise AssertionError("the executor ran more steps than asked")
+            self.executor = None
+
+
+class JaxJit(Impl):
+    """Lowered and compiled ahead of time (timed), then the compiled step is called."""
+    key = "jax.jit"
+
+    def setup(self, total_steps):
+        names = [n for n, _ in self.model.named_parameters()]
+        params = [jnp.asarray(p.detach().numpy().copy()) for p in self.model.parameters()]
+        tx = self.wl.optimizer.optax()
+        jax_loss = self.wl.jax_loss
+
+        def train_step(params, opt_state, batch):
+            loss, grads = jax.value_and_grad(lambda ps: jax_loss(dict(zip(names, ps)), *batch))(params)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, loss
+
+        self.np_batches = [tuple(t.numpy().astype(np.int32) if t.dtype == torch.int64 else t.numpy() for t in b)
+                           for b in self.wl.batches]
+        self.params, self.opt_state = params, tx.init(params)
+        t0 = time.perf_counter()
+        lowered = jax.jit(train_step, donate_argnums=(0, 1)).trace(self.params, self.opt_state,
+                                                                   self.np_batches[0]).lower()
+        self.compiled = lowered.compile()
+        self.compile_s = time.perf_counter() - t0
+
+    def step(self):
+        batch = self.np_batches[self.i % len(self.np_batches)]
+        self.i += 1
+        self.params, self.opt_state, loss = self.compiled(self.params, self.opt_state, batch)
+        return float(loss)
+
+
+# --------------------------------------------------------------------------------------
+# Measurements around the steps: the matmul peak and other processes' CPU use.
+# --------------------------------------------------------------------------------------
+def measure_peak(n: int, reps: int) -> dict:
+    """Median GFLOP/s of an n x n x n float32 product (2 n^3 FLOPs) with torch.mm and with
+    a jitted jnp.dot; the faster is the machine's matmul peak for this run."""
+    flops = 2.0 * n ** 3
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    ja, jb = jnp.asarray(a.numpy()), jnp.asarray(b.numpy())
+    dot = jax.jit(jnp.dot)
+
+    def rate(fn):
+        for _ in range(2):
+            fn()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return flops / statistics.median(ts) / 1e9
+
+    torch_rate = rate(lambda: torch.mm(a, b))
+    jax_rate = rate(lambda: dot(ja, jb).block_until_ready())
+    return {"n": n, "reps": reps, "torch.mm": torch_rate, "jnp.dot": jax_rate, "peak": max(torch_rate, jax_rate)}
+
+
+class CpuMonitor:
+    """CPU cores used by other processes while the timed rounds ran (Linux /proc/stat:
+    the machine's busy time minus this process's own CPU time, per wall second)."""
+
+    def __init__(self):
+        self.start = self._snap()
+
+    @staticmethod
+    def _snap():
+        try:
+            with open("/proc/stat") as f:
+                vals = [int(v) for v in f.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        busy = (sum(vals) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
+        t = os.times()
+        return time.monotonic(), busy, t.user + t.system + t.children_user + t.children_system
+
+    def stop(self) -> float | None:
+        end = self._snap()
+        if self.start is None or end is None or end[0] <= self.start[0]:
+            return None
+        return max(0.0, ((end[1] - self.start[1]) - (end[2] - self.start[2])) / (end[0] - self.start[0]))
+
+
+# --------------------------------------------------------------------------------------
+# One workload.
+# --------------------------------------------------------------------------------------
+@dataclass
+class WorkloadResult:
+    wl: Workload
+    impls: list
+    warmup: int
+    rounds: int
+    steps_per_round: int
+    foreign_cores: float | None = None
+    loss_check: dict = field(default_factory=dict)  # impl key -> max relative diff vs eager
+    loss_ok: bool = True
+
+    def impl(self, key):
+        return next((i for i in self.impls if i.key == key), None)
+
+    @property
+    def total_steps(self):
+        return self.warmup + self.rounds * self.steps_per_round
+
+
+def _run_steps(impl: Impl, n: int, timed: bool) -> None:
+    if impl.error is not None:
+        return
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            loss = impl.step()
+            elapsed = time.perf_counter() - start
+            if timed:
+                impl.times.append(elapsed)
+            impl.losses.append(loss)
+    except Exception as e:  # recorded in the table; the other implementations carry on
+        impl.error = _error_text(e)
+
+
+def run_workload(wl: Workload, backend, impl_keys, warmup: int, rounds: int, steps_per_round: int,
+                 log=print) -> WorkloadResult:
+    torch.manual_seed(0)
+    model = wl.build_model()
+    total = warmup + rounds * steps_per_round
+    impls = []
+    for key in impl_keys:
+        m = copy.deepcopy(model)  # same initial weights everywhere
+        if key == "cstorch":
+            impls.append(CstorchCSX(wl, m, backend))
+        else:
+            impls.append({"eager": EagerTorch, "torch.compile": TorchCompile, "jax.jit": JaxJit}[key](wl, m))
+
+    for impl in impls:
+        log(f"  {wl.name}: {impl.key}: setup + {warmup} warm-up steps ...")
+        try:
+            impl.setup(total)
+        except Exception as e:
+            impl.error = _error_text(e)
+            log(f"  {wl.name}: {impl.key}: FAILED: {impl.error}")
+            continue
+        t1 = time.perf_counter()
+        _run_steps(impl, 1, timed=False)
+        impl.first_step_s = time.perf_counter() - t1
+        _run_steps(impl, warmup - 1, timed=False)
+        impl.warmup_s = time.perf_counter() - t1
+        if impl.error is None:
+            try:
+                impl.after_warmup()
+            except Exception as e:
+                impl.error = _error_text(e)
+        if impl.error is not None:
+            log(f"  {wl.name}: {impl.key}: FAILED: {impl.error}")
+
+    log(f"  {wl.name}: {rounds} timed rounds of {steps_per_round} steps per implementation ...")
+    monitor = CpuMonitor()
+    for r in range(rounds):
+        gc.collect()
+        for k in range(len(impls)):
+            _run_steps(impls[(r + k) % len(impls)], steps_per_round, timed=True)
+    foreign = monitor.stop()
+
+    for impl in impls:
+        try:
+            impl.finish()
+        except Exception as e:
+            impl.error = impl.error or _error_text(e)
+        if impl.key == "torch.compile" and impl.error is None and impl.times:
+            impl.compile_s = max(0.0, impl.warmup_s - warmup * impl.median_s)
+
+    res = WorkloadResult(wl, impls, warmup, rounds, steps_per_round, foreign_cores=foreign)
+    _check_losses(res)
+    return res
+
+
+def _check_losses(res: WorkloadResult) -> None:
+    """Every implementation's loss at every step against eager's: |a - b| / max(1, |b|)."""
+    eager = res.impl("eager")
+    ref = eager.losses if eager is not None and eager.error is None else None
+    for impl in res.impls:
+        if impl.key == "eager" or impl.error is not None:
+            continue
+        if ref is None or len(impl.losses) != len(ref):
+            continue
+        diffs = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(impl.losses, ref)]
+        worst = max((d if math.isfinite(d) else math.inf for d in diffs), default=0.0)
+        res.loss_check[impl.key] = worst
+        if not worst <= res.wl.tol:
+            res.loss_ok = False
+    if ref is not None and not all(math.isfinite(v) for v in ref):
+        res.loss_ok = False
+
+
+# --------------------------------------------------------------------------------------
+# Reporting.
+# --------------------------------------------------------------------------------------
+def _stats(impl: Impl):
+    ms = [t * 1e3 for t in impl.times]
+    return statistics.median(ms), min(ms), max(ms)
+
+
+def _row_values(res: WorkloadResult, impl: Impl, peak: float) -> dict:
+    eager = res.impl("eager")
+    med, lo, hi = _stats(impl)
+    ratio = (med / _stats(eager)[0]) if eager is not None and eager.error is None and eager.times else float("nan")
+    gflops = res.wl.flops_per_step / (med / 1e3) / 1e9
+    return dict(med=med, lo=lo, hi=hi, ratio=ratio, gflops=gflops, peak_frac=gflops / peak,
+                loss=impl.losses[-1] if impl.losses else float("nan"))
+
+
+def _compile_text(impl: Impl) -> str:
+    if impl.compile_s is None:
+        return "-"
+    return f"{impl.compile_s:.2f}" + (" (lazy)" if impl.compile_note else "")
+
+
+def print_table(results, peak: dict, print_=print) -> None:
+    header = (f"{'workload':<8} {'impl':<13} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'x eager':>8} "
+              f"{'compile s':>13} {'GFLOP/s':>8} {'% peak':>7} {'last loss':>10}")
+    print_(header)
+    print_("-" * len(header))
+    for res in results:
+        for impl in res.impls:
+            if impl.error is not None or not impl.times:
+                print_(f"{res.wl.name:<8} {impl.key:<13} ERROR: {impl.error or 'no timed steps'}")
+                continue
+            v = _row_values(res, impl, peak["peak"])
+            print_(f"{res.wl.name:<8} {impl.key:<13} {v['med']:10.2f} {v['lo']:9.2f} {v['hi']:9.2f} "
+                   f"{v['ratio']:7.2f}x {_compile_text(impl):>13} {v['gflops']:8.1f} {100 * v['peak_frac']:6.1f}% "
+                   f"{v['loss']:10.6f}")
+    print_("")
+    for res in results:
+        checks = ", ".join(f"{k} {d:.1e}" for k, d in res.loss_check.items())
+        status = "OK" if res.loss_ok else "MISMATCH"
+        print_(f"{res.wl.name:<8} losses vs eager over {res.total_steps} steps, max |diff|/max(1,|loss|): "
+               f"{checks or '-'} ({status}, tol {res.wl.tol:g})")
+
+
+def _versions() -> str:
+    import jaxlib
+    return (f"Python {platform.python_version()}, torch {torch.__version__} "
+            f"({torch.get_num_threads()} intra-op threads), jax/jaxlib {jax.__version__}/{jaxlib.__version__} "
+            f"({jax.devices()[0].platform}), optax {optax.__version__}, numpy {np.__version__}")
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPU cores (os.cpu_count()), {cpu}, {platform.platform()}"
+
+
+def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args, wall_s: float) -> None:
+    now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    lines = [f"# Benchmark suite results{' (--quick: tiny sizes, not representative)' if args.quick else ''}", "",
+             f"Written by `python -m benchmarks{' --quick' if args.quick else ''}` on {now} "
+             f"(whole run {wall_s:.0f} s, one process).", "",
+             f"- **Machine:** {_machine()}",
+             f"- **Versions:** {_versions()}",
+             f"- **float32 matmul peak** ({peak['n']}x{peak['n']}x{peak['n']}, median of {peak['reps']}): "
+             f"torch.mm {peak['torch.mm']:.1f} GFLOP/s, jnp.dot {peak['jnp.dot']:.1f} GFLOP/s -> "
+             f"peak {peak['peak']:.1f} GFLOP/s",
+             f"- **Method:** same initial weights and batches (step i uses batch i mod {N_BATCHES}) for every "
+             "implementation; each implementation runs its warm-up steps (the first trace and compile), then "
+             "timed rounds alternate between the implementations (order rotated every round); every step ends "
+             "with its loss on the host. GFLOP/s = analytic FLOPs per step (3 x the forward's matmul/conv "
+             "FLOPs) / median step time. `x eager` = median / eager median of the same run. Trace + compile: "
+             "cstorch = capture + lowering + XLA compile of the step; jax.jit = lower + compile; torch.compile "
+             f"compiles lazily in the first calls (inductor cache: {args.inductor_cache}), so its figure is the "
+             "warm-up time minus warm-up steps x median (\"lazy\")"
+             + (f"; inductor's one-time CPU ISA probe ({args.isa_probe_s:.1f} s) ran before and is not counted."
+                if args.isa_probe_s is not None else "."),
+             "- **Implementations:** eager torch (torch.optim, `loss.item()`); torch.compile of model + loss "
+             "and of `opt.step` (default inductor); cstorch CSX (`@cstorch.trace` step, cstorch optimizer, "
+             "`DataExecutor`, `float(loss)`, timed from `next(executor)`); hand-written jax.numpy model + optax "
+             "in one `jax.jit` step with donation (GPT with 2-D matmuls, `benchmarks/jax_models.py`).", ""]
+    if plot_path is not None:
+        rel = os.path.relpath(plot_path, path.parent)
+        lines += [f"![median ms/step relative to eager]({rel})", ""]
+
+    lines += ["## Summary: median ms/step (x eager)", "",
+              "| workload | " + " | ".join(LABELS[k] for k in IMPLS) + " |",
+              "|---|" + "---:|" * len(IMPLS)]
+    for res in results:
+        cells = []
+        for key in IMPLS:
+            impl = res.impl(key)
+            if impl is None:
+                cells.append("not run")
+            elif impl.error is not None or not impl.times:
+                cells.append("failed")
+            else:
+                v = _row_values(res, impl, peak["peak"])
+                cells.append(f"{v['med']:.2f} ({v['ratio']:.2f}x)")
+        lines.append(f"| {res.wl.name} | " + " | ".join(cells) + " |")
+    lines.append("")
+
+    for res in results:
+        wl = res.wl
+        lines += [f"## {wl.name}", "",
+                  f"**{wl.description}** - {wl.flops_per_step / 1e9:.3f} GFLOP/step ({wl.flops_note}). "
+                  f"{res.warmup} warm-up steps, then {res.rounds} rounds x {res.steps_per_round} timed steps per "
+                  f"implementation.", "",
+                  "| implementation | median ms/step | min-max ms | x eager | trace + compile s | first step s "
+                  f"| GFLOP/s | % of peak | loss @ step {res.total_steps} |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for impl in res.impls:
+            if impl.error is not None or not impl.times:
+                lines.append(f"| {LABELS[impl.key]} | **failed:** `{impl.error or 'no timed steps'}` "
+                             "| | | | | | | |")
+                continue
+            v = _row_values(res, impl, peak["peak"])
+            lines.append(f"| {LABELS[impl.key]} | {v['med']:.2f} | {v['lo']:.2f}-{v['hi']:.2f} | {v['ratio']:.2f} "
+                         f"| {_compile_text(impl)} | {impl.first_step_s:.2f} | {v['gflops']:.1f} "
+                         f"| {100 * v['peak_frac']:.0f}% | {v['loss']:.6f} |")
+        fc = "n/a" if res.foreign_cores is None else f"{res.foreign_cores:.2f}"
+        lines += ["", f"Other processes' CPU use during the timed rounds: {fc} cores of {os.cpu_count()}.", ""]
+
+    lines += ["## Loss check", "",
+              "Every implementation's loss at every step against eager torch's, "
+              "max over the steps of |loss - eager| / max(1, |eager|).", "",
+              "| workload | steps | eager loss @ last step | " + " | ".join(LABELS[k] for k in IMPLS[1:])
+              + " | tolerance | result |",
+              "|---|---:|---:|" + "---:|" * (len(IMPLS) - 1) + "---:|---|"]
+    for res in results:
+        eager = res.impl("eager")
+        eloss = f"{eager.losses[-1]:.6f}" if eager is not None and eager.losses and eager.error is None else "-"
+        cells = []
+        for key in IMPLS[1:]:
+            impl = res.impl(key)
+            if impl is None:
+                cells.append("not run")
+            elif key in res.loss_check:
+                cells.append(f"{res.loss_check[key]:.1e}")
+            else:
+                cells.append("failed")
+        lines.append(f"| {res.wl.name} | {res.total_steps} | {eloss} | " + " | ".join(cells)
+                     + f" | {res.wl.tol:g} | {'OK' if res.loss_ok else '**MISMATCH**'} |")
+    lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+
+
+def write_plot(path: Path, results, peak: dict, quick: bool) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    colors = {"eager": "#4c72b0", "torch.compile": "#dd8452", "cstorch": "#55a868", "jax.jit": "#c44e52"}
+    width = 0.8 / len(IMPLS)
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    ymin = ymax = 1.0
+    for j, key in enumerate(IMPLS):
+        for i, res in enumerate(results):
+            impl, eager = res.impl(key), res.impl("eager")
+            x = i + (j - (len(IMPLS) - 1) / 2) * width
+            if impl is None:
+                continue
+            if impl.error is not None or not impl.times or eager is None or eager.error is not None:
+                ax.text(x, 1.0, "failed", rotation=90, ha="center", va="bottom", fontsize=8, color=colors[key])
+                continue
+            med = _stats(impl)[0]
+            ratio = med / _stats(eager)[0]
+            ymin, ymax = min(ymin, ratio), max(ymax, ratio)
+            ax.bar(x, ratio, width, color=colors[key], label=LABELS[key] if i == 0 else None)
+            ax.text(x, ratio, f"{med:.3g}", ha="center", va="bottom", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylim(ymin / 1.5, ymax * 1.6)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+    ax.set_xticks(range(len(results)))
+    ax.set_xticklabels([f"{r.wl.name}\n({_stats(r.impl('eager'))[0]:.3g} ms eager)"
+                        if r.impl("eager") is not None and r.impl("eager").times else r.wl.name for r in results])
+    ax.set_ylabel("median ms/step / eager torch (log; lower is faster)")
+    ax.set_title(f"Training step time{' (--quick)' if quick else ''}: {os.cpu_count()} CPU cores, "
+                 f"matmul peak {peak['peak']:.0f} GFLOP/s; bar labels: ms/step", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes and few steps (CI smoke run)")
+    p.add_argument("--workloads", default="mlp,cnn,gpt", help="comma-separated subset of mlp,cnn,gpt")
+    p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"markdown report (default {DEFAULT_OUT.relative_to(HERE.parent)}; with --quick "
+                        f"{DEFAULT_QUICK_OUT.relative_to(HERE.parent)}, git-ignored)")
+    p.add_argument("--plot", type=Path, default=None,
+                   help="PNG bar plot (default: results.png next to the default report, else the report's "
+                        "path with .png)")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps per implementation (default per workload)")
+    p.add_argument("--rounds", type=int, default=None, help="timed rounds (default per workload)")
+    p.add_argument("--steps-per-round", type=int, default=None, help="timed steps per implementation and round")
+    args = p.parse_args(argv)
+    args.workload_keys = [w.strip().lower() for w in args.workloads.split(",") if w.strip()]
+    bad = sorted(set(args.workload_keys) - set(BUILDERS))
+    if bad or not args.workload_keys:
+        p.error(f"unknown workload(s) {bad}; choose from {', '.join(BUILDERS)}")
+    args.impl_keys = [k.strip() for k in args.impls.split(",") if k.strip()]
+    bad = sorted(set(args.impl_keys) - set(IMPLS))
+    if bad or not args.impl_keys:
+        p.error(f"unknown implementation(s) {bad}; choose from {', '.join(IMPLS)}")
+    args.impl_keys = [k for k in IMPLS if k in args.impl_keys]
+    for name in ("warmup", "rounds", "steps_per_round"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.out is None:
+        args.out = DEFAULT_QUICK_OUT if args.quick else DEFAULT_OUT
+    if args.plot is None:
+        args.plot = HERE / "results.png" if args.out.resolve() == DEFAULT_OUT else args.out.with_suffix(".png")
+    return args
+
+
+def _probe_inductor_isa() -> float:
+    """Inductor's C++ backend first compiles test programs to find the CPU's vector ISA
+    (several seconds on 2 cores, cached in its cache directory). Done here, so that the
+    first workload's torch.compile time is not charged with it."""
+    t0 = time.perf_counter()
+    try:
+        from torch._inductor import cpu_vec_isa
+        cpu_vec_isa.pick_vec_isa()
+    except Exception:  # the real compile will report the problem
+        pass
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    t_start = time.perf_counter()
+    # The full run measures torch.compile cold: a fresh inductor cache (unless the caller
+    # chose one with TORCHINDUCTOR_CACHE_DIR). --quick keeps inductor's default persistent
+    # cache, so repeated smoke runs skip the C++ compiles.
+    tmp_cache = None
+    args.inductor_cache = "TORCHINDUCTOR_CACHE_DIR" if "TORCHINDUCTOR_CACHE_DIR" in os.environ else (
+        "default (persistent)" if args.quick else "fresh (cold)")
+    if args.inductor_cache == "fresh (cold)":
+        tmp_cache = tempfile.mkdtemp(prefix="cstorch-bench-inductor-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp_cache
+    try:
+        return _run(args, t_start)
+    finally:
+        if tmp_cache is not None:
+            shutil.rmtree(tmp_cache, ignore_errors=True)
+
+
+def _run(args, t_start) -> int:
+    log = lambda msg: print(msg, flush=True)  # noqa: E731
+    backend = cstorch.backend("CSX")  # one backend per process, shared by the workloads
+    cstorch.backends.csx.performance.progress = False
+    log(f"benchmark suite{' (--quick)' if args.quick else ''}: {', '.join(args.impl_keys)} on "
+        f"{', '.join(w.upper() for w in args.workload_keys)}")
+    log(f"machine: {_machine()}")
+    log(f"versions: {_versions()}")
+    peak = measure_peak(512, 3) if args.quick else measure_peak(2048, 10)
+    log(f"float32 matmul {peak['n']}^3: torch.mm {peak['torch.mm']:.1f} GFLOP/s, jnp.dot {peak['jnp.dot']:.1f} "
+        f"GFLOP/s -> peak {peak['peak']:.1f} GFLOP/s")
+
+    args.isa_probe_s = None
+    if "torch.compile" in args.impl_keys:
+        args.isa_probe_s = _probe_inductor_isa()
+        log(f"inductor: CPU vector ISA probe {args.isa_probe_s:.1f} s (once per process and cache, not counted "
+            f"in any compile time); cache: {args.inductor_cache}")
+
+    results = []
+    for key in args.workload_keys:
+        wl = BUILDERS[key](args.quick)
+        warmup = args.warmup or wl.warmup
+        rounds = args.rounds or wl.rounds
+        spr = args.steps_per_round or wl.steps_per_round
+        log(f"{wl.name}: {wl.description}")
+        results.append(run_workload(wl, backend, args.impl_keys, warmup, rounds, spr, log=log))
+
+    print("")
+    print_table(results, peak)
+    wall = time.perf_counter() - t_start
+    write_plot(args.plot, results, peak, args.quick)
+    write_markdown(args.out, args.plot, results, peak, args, wall)
+    print(f"\nwrote {args.out} and {args.plot} ({wall:.0f} s)")
+
+    status = 0
+    failed = [(r.wl.name, i.key, i.error) for r in results for i in r.impls
+              if i.key != "torch.compile" and (i.error is not None or not i.times)]
+    for name, key, err in failed:
+        print(f"WARNING: {name} {key} failed: {err}")
+        status = 1
+    mismatched = [r.wl.name for r in results if not r.loss_ok]
+    if mismatched:
+        print(f"WARNING: the implementations' losses disagree for {', '.join(mismatched)} (see the loss check)")
+        status = 1
+    return status
