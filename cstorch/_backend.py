@@ -204,8 +204,15 @@ def use_cs() -> bool:
 
 
 def _reset_backend() -> None:
-    """Forget the process's backend (for tests and notebooks that start over)."""
+    """Forget the process's backend and the optimizers and metrics made for it (for
+    tests and notebooks that start over): a step compiled afterwards lifts only the
+    state of objects created after the reset."""
     global _BACKEND
+    from .metrics.metric import Metric
+    from .optim.optimizer import forget_optimizers
+
     if _BACKEND is not None:
         _BACKEND.run.abandon()
     _BACKEND = None
+    forget_optimizers()
+    Metric.registry.clear()

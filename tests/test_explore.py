@@ -202,3 +202,30 @@ def test_compile_only_compiles_without_running(mode):
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
     assert step.report.num_ops > 0 and step.report.memory.alias_bytes > 0
+
+
+def test_a_backend_reset_forgets_earlier_optimizers():
+    """A captured step lifts the hyper-parameters of the optimizers made since the last
+    reset only, however long earlier ones stay referenced (it made two lowerings of one
+    step differ depending on when the garbage collector ran)."""
+    from cstorch._backend import _reset_backend
+
+    earlier = cstorch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)  # still referenced
+    _reset_backend()
+    backend = cstorch.backend("CSX")
+    model = torch.nn.Linear(4, 1)
+    compiled = cstorch.compile(model, backend)
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.1)
+
+    @cstorch.trace
+    def step(x):
+        loss = compiled(x).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    names = [name for name, _ in step.lower(torch.ones(2, 4)).inputs]
+    assert names == ["argument [0]", "hyper-parameter optimizer0.param_groups.0.lr",
+                     "hyper-parameter optimizer0.param_groups.0.weight_decay"], names
+    assert earlier.param_groups[0]["lr"] == 0.1

@@ -33,6 +33,11 @@ def live_optimizers() -> list["Optimizer"]:
     return sorted(_LIVE, key=lambda o: o._creation_index)
 
 
+def forget_optimizers() -> None:
+    """Stop treating the existing optimizers as live (their state is no longer lifted)."""
+    _LIVE.clear()
+
+
 _counter = 0
 
 
