@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
 import gc
 import math
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -55,14 +53,12 @@ import torch
 
 import cstorch
 
-from .workloads import BUILDERS, N_BATCHES, Workload
+from .report import IMPLS, machine, print_table, versions, write_markdown, write_plot
+from .workloads import BUILDERS, Workload
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "RESULTS.md"
 DEFAULT_QUICK_OUT = HERE / "RESULTS-quick.md"  # git-ignored
-IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit")
-LABELS = {"eager": "eager torch", "torch.compile": "torch.compile (inductor)", "cstorch": "cstorch CSX",
-          "jax.jit": "hand-written jax.jit"}
 
 
 def _error_text(e: BaseException) -> str:
@@ -391,206 +387,6 @@ def _check_losses(res: WorkloadResult) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Reporting.
-# --------------------------------------------------------------------------------------
-def _stats(impl: Impl):
-    ms = [t * 1e3 for t in impl.times]
-    return statistics.median(ms), min(ms), max(ms)
-
-
-def _row_values(res: WorkloadResult, impl: Impl, peak: float) -> dict:
-    eager = res.impl("eager")
-    med, lo, hi = _stats(impl)
-    ratio = (med / _stats(eager)[0]) if eager is not None and eager.error is None and eager.times else float("nan")
-    gflops = res.wl.flops_per_step / (med / 1e3) / 1e9
-    return dict(med=med, lo=lo, hi=hi, ratio=ratio, gflops=gflops, peak_frac=gflops / peak,
-                loss=impl.losses[-1] if impl.losses else float("nan"))
-
-
-def _compile_text(impl: Impl) -> str:
-    if impl.compile_s is None:
-        return "-"
-    return f"{impl.compile_s:.2f}" + (" (lazy)" if impl.compile_note else "")
-
-
-def print_table(results, peak: dict, print_=print) -> None:
-    header = (f"{'workload':<8} {'impl':<13} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'x eager':>8} "
-              f"{'compile s':>13} {'GFLOP/s':>8} {'% peak':>7} {'last loss':>10}")
-    print_(header)
-    print_("-" * len(header))
-    for res in results:
-        for impl in res.impls:
-            if impl.error is not None or not impl.times:
-                print_(f"{res.wl.name:<8} {impl.key:<13} ERROR: {impl.error or 'no timed steps'}")
-                continue
-            v = _row_values(res, impl, peak["peak"])
-            print_(f"{res.wl.name:<8} {impl.key:<13} {v['med']:10.2f} {v['lo']:9.2f} {v['hi']:9.2f} "
-                   f"{v['ratio']:7.2f}x {_compile_text(impl):>13} {v['gflops']:8.1f} {100 * v['peak_frac']:6.1f}% "
-                   f"{v['loss']:10.6f}")
-    print_("")
-    for res in results:
-        checks = ", ".join(f"{k} {d:.1e}" for k, d in res.loss_check.items())
-        status = "OK" if res.loss_ok else "MISMATCH"
-        print_(f"{res.wl.name:<8} losses vs eager over {res.total_steps} steps, max |diff|/max(1,|loss|): "
-               f"{checks or '-'} ({status}, tol {res.wl.tol:g})")
-
-
-def _versions() -> str:
-    import jaxlib
-    return (f"Python {platform.python_version()}, torch {torch.__version__} "
-            f"({torch.get_num_threads()} intra-op threads), jax/jaxlib {jax.__version__}/{jaxlib.__version__} "
-            f"({jax.devices()[0].platform}), optax {optax.__version__}, numpy {np.__version__}")
-
-
-def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPU cores (os.cpu_count()), {cpu}, {platform.platform()}"
-
-
-def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args, wall_s: float) -> None:
-    now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    lines = [f"# Benchmark suite results{' (--quick: tiny sizes, not representative)' if args.quick else ''}", "",
-             f"Written by `python -m benchmarks{' --quick' if args.quick else ''}` on {now} "
-             f"(whole run {wall_s:.0f} s, one process).", "",
-             f"- **Machine:** {_machine()}",
-             f"- **Versions:** {_versions()}",
-             f"- **float32 matmul peak** ({peak['n']}x{peak['n']}x{peak['n']}, median of {peak['reps']}): "
-             f"torch.mm {peak['torch.mm']:.1f} GFLOP/s, jnp.dot {peak['jnp.dot']:.1f} GFLOP/s -> "
-             f"peak {peak['peak']:.1f} GFLOP/s",
-             f"- **Method:** same initial weights and batches (step i uses batch i mod {N_BATCHES}) for every "
-             "implementation; each implementation runs its warm-up steps (the first trace and compile), then "
-             "timed rounds alternate between the implementations (order rotated every round); every step ends "
-             "with its loss on the host. GFLOP/s = analytic FLOPs per step (3 x the forward's matmul/conv "
-             "FLOPs) / median step time. `x eager` = median / eager median of the same run. Trace + compile: "
-             "cstorch = capture + lowering + XLA compile of the step; jax.jit = lower + compile; torch.compile "
-             f"compiles lazily in the first calls (inductor cache: {args.inductor_cache}), so its figure is the "
-             "warm-up time minus warm-up steps x median (\"lazy\")"
-             + (f"; inductor's one-time CPU ISA probe ({args.isa_probe_s:.1f} s) ran before and is not counted."
-                if args.isa_probe_s is not None else "."),
-             "- **Implementations:** eager torch (torch.optim, `loss.item()`); torch.compile of model + loss "
-             "and of `opt.step` (default inductor); cstorch CSX (`@cstorch.trace` step, cstorch optimizer, "
-             "`DataExecutor`, `float(loss)`, timed from `next(executor)`); hand-written jax.numpy model + optax "
-             "in one `jax.jit` step with donation (GPT with 2-D matmuls, `benchmarks/jax_models.py`).", ""]
-    if plot_path is not None:
-        rel = os.path.relpath(plot_path, path.parent)
-        lines += [f"![median ms/step relative to eager]({rel})", ""]
-
-    lines += ["## Summary: median ms/step (x eager)", "",
-              "| workload | " + " | ".join(LABELS[k] for k in IMPLS) + " |",
-              "|---|" + "---:|" * len(IMPLS)]
-    for res in results:
-        cells = []
-        for key in IMPLS:
-            impl = res.impl(key)
-            if impl is None:
-                cells.append("not run")
-            elif impl.error is not None or not impl.times:
-                cells.append("failed")
-            else:
-                v = _row_values(res, impl, peak["peak"])
-                cells.append(f"{v['med']:.2f} ({v['ratio']:.2f}x)")
-        lines.append(f"| {res.wl.name} | " + " | ".join(cells) + " |")
-    lines.append("")
-
-    for res in results:
-        wl = res.wl
-        lines += [f"## {wl.name}", "",
-                  f"**{wl.description}** - {wl.flops_per_step / 1e9:.3f} GFLOP/step ({wl.flops_note}). "
-                  f"{res.warmup} warm-up steps, then {res.rounds} rounds x {res.steps_per_round} timed steps per "
-                  f"implementation.", "",
-                  "| implementation | median ms/step | min-max ms | x eager | trace + compile s | first step s "
-                  f"| GFLOP/s | % of peak | loss @ step {res.total_steps} |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for impl in res.impls:
-            if impl.error is not None or not impl.times:
-                lines.append(f"| {LABELS[impl.key]} | **failed:** `{impl.error or 'no timed steps'}` "
-                             "| | | | | | | |")
-                continue
-            v = _row_values(res, impl, peak["peak"])
-            lines.append(f"| {LABELS[impl.key]} | {v['med']:.2f} | {v['lo']:.2f}-{v['hi']:.2f} | {v['ratio']:.2f} "
-                         f"| {_compile_text(impl)} | {impl.first_step_s:.2f} | {v['gflops']:.1f} "
-                         f"| {100 * v['peak_frac']:.0f}% | {v['loss']:.6f} |")
-        fc = "n/a" if res.foreign_cores is None else f"{res.foreign_cores:.2f}"
-        lines += ["", f"Other processes' CPU use during the timed rounds: {fc} cores of {os.cpu_count()}.", ""]
-
-    lines += ["## Loss check", "",
-              "Every implementation's loss at every step against eager torch's, "
-              "max over the steps of |loss - eager| / max(1, |eager|).", "",
-              "| workload | steps | eager loss @ last step | " + " | ".join(LABELS[k] for k in IMPLS[1:])
-              + " | tolerance | result |",
-              "|---|---:|---:|" + "---:|" * (len(IMPLS) - 1) + "---:|---|"]
-    for res in results:
-        eager = res.impl("eager")
-        eloss = f"{eager.losses[-1]:.6f}" if eager is not None and eager.losses and eager.error is None else "-"
-        cells = []
-        for key in IMPLS[1:]:
-            impl = res.impl(key)
-            if impl is None:
-                cells.append("not run")
-            elif key in res.loss_check:
-                cells.append(f"{res.loss_check[key]:.1e}")
-            else:
-                cells.append("failed")
-        lines.append(f"| {res.wl.name} | {res.total_steps} | {eloss} | " + " | ".join(cells)
-                     + f" | {res.wl.tol:g} | {'OK' if res.loss_ok else '**MISMATCH**'} |")
-    lines.append("")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
-
-
-def write_plot(path: Path, results, peak: dict, quick: bool) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    colors = {"eager": "#4c72b0", "torch.compile": "#dd8452", "cstorch": "#55a868", "jax.jit": "#c44e52"}
-    width = 0.8 / len(IMPLS)
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    ymin = ymax = 1.0
-    for j, key in enumerate(IMPLS):
-        for i, res in enumerate(results):
-            impl, eager = res.impl(key), res.impl("eager")
-            x = i + (j - (len(IMPLS) - 1) / 2) * width
-            if impl is None:
-                continue
-            if impl.error is not None or not impl.times or eager is None or eager.error is not None:
-                ax.text(x, 1.0, "failed", rotation=90, ha="center", va="bottom", fontsize=8, color=colors[key])
-                continue
-            med = _stats(impl)[0]
-            ratio = med / _stats(eager)[0]
-            ymin, ymax = min(ymin, ratio), max(ymax, ratio)
-            ax.bar(x, ratio, width, color=colors[key], label=LABELS[key] if i == 0 else None)
-            ax.text(x, ratio, f"{med:.3g}", ha="center", va="bottom", fontsize=7)
-    ax.set_yscale("log")
-    ax.set_ylim(ymin / 1.5, ymax * 1.6)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-    ax.set_xticks(range(len(results)))
-    ax.set_xticklabels([f"{r.wl.name}\n({_stats(r.impl('eager'))[0]:.3g} ms eager)"
-                        if r.impl("eager") is not None and r.impl("eager").times else r.wl.name for r in results])
-    ax.set_ylabel("median ms/step / eager torch (log; lower is faster)")
-    ax.set_title(f"Training step time{' (--quick)' if quick else ''}: {os.cpu_count()} CPU cores, "
-                 f"matmul peak {peak['peak']:.0f} GFLOP/s; bar labels: ms/step", fontsize=10)
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-# --------------------------------------------------------------------------------------
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes and few steps (CI smoke run)")
@@ -664,8 +460,8 @@ def _run(args, t_start) -> int:
     cstorch.backends.csx.performance.progress = False
     log(f"benchmark suite{' (--quick)' if args.quick else ''}: {', '.join(args.impl_keys)} on "
         f"{', '.join(w.upper() for w in args.workload_keys)}")
-    log(f"machine: {_machine()}")
-    log(f"versions: {_versions()}")
+    log(f"machine: {machine()}")
+    log(f"versions: {versions()}")
     peak = measure_peak(512, 3) if args.quick else measure_peak(2048, 10)
     log(f"float32 matmul {peak['n']}^3: torch.mm {peak['torch.mm']:.1f} GFLOP/s, jnp.dot {peak['jnp.dot']:.1f} "
         f"GFLOP/s -> peak {peak['peak']:.1f} GFLOP/s")
