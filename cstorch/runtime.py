@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.utils._pytree as pytree
 
-from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, SingleDevice, materialize
+from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, materialize
 
 log = logging.getLogger("cstorch")
 
@@ -119,9 +119,8 @@ class RunState:
 
     @property
     def placement(self):
-        """Where the CSX run's arrays live (one device or a data-parallel mesh)."""
-        if self.backend.placement is None:
-            self.backend.placement = SingleDevice()
+        """Where the CSX run's arrays live (one device or a data-parallel mesh), chosen
+        when the CSX backend was created."""
         return self.backend.placement
 
     @property

@@ -99,10 +99,7 @@ class TracedStep:
                 "DataExecutor: `for batch in cstorch.utils.data.DataExecutor(loader, num_steps=...)`."
             )
         if self.program is None:
-            try:
-                self.program = self._compile(b, args, kwargs)
-            finally:
-                amp.skip.clear()  # records made while capturing hold traced tensors
+            self.program = self._compile(b, args, kwargs)
         if not b.is_e2e_execution:
             return self._not_run(b, self.program)
         return self._run(b, self.program, args, kwargs)
@@ -121,11 +118,7 @@ class TracedStep:
             raise RuntimeError(
                 "step.lower() compiles the step for the CSX backend; create it first with cstorch.backend(\"CSX\")."
             )
-        try:
-            program = self._compile(b, args, kwargs)
-        finally:
-            amp.skip.clear()
-        return cstorch_jax.explore.StepReport(program.executable, self.__name__)
+        return cstorch_jax.explore.StepReport(self._compile(b, args, kwargs).executable, self.__name__)
 
     @property
     def report(self):
@@ -139,6 +132,13 @@ class TracedStep:
 
     # -- CSX ----------------------------------------------------------------------
     def _compile(self, b, args, kwargs) -> _Program:
+        """Capture and compile the step for these arguments."""
+        try:
+            return self._capture_and_compile(b, args, kwargs)
+        finally:
+            amp.skip.clear()  # records made while capturing hold traced tensors
+
+    def _capture_and_compile(self, b, args, kwargs) -> _Program:
         from .optim.optimizer import live_optimizers
 
         t0 = time.perf_counter()

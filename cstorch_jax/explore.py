@@ -427,9 +427,5 @@ def diff(a: StepReport, b: StepReport, limit: int = 10) -> GraphDiff:
     return GraphDiff(a, b, limit)
 
 
-def report(executable: Executable, name: str = "step") -> StepReport:
-    return StepReport(executable, name)
-
-
-__all__ = ["StepReport", "Cost", "Memory", "OpTable", "IRText", "GraphDrawing", "GraphDiff", "diff", "report",
+__all__ = ["StepReport", "Cost", "Memory", "OpTable", "IRText", "GraphDrawing", "GraphDiff", "diff",
            "module_path"]
