@@ -88,6 +88,12 @@ def machine() -> str:
     return f"{os.cpu_count()} CPU cores (os.cpu_count()), {cpu}, {platform.platform()}"
 
 
+def _xla_options_text() -> str:
+    from cstorch_jax.xla_options import compiler_options
+
+    return ", ".join(f"{k}={v}" for k, v in compiler_options(jax.devices()[0].platform).items()) or "none"
+
+
 def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args, wall_s: float) -> None:
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     lines = [f"# Benchmark suite results{' (--quick: tiny sizes, not representative)' if args.quick else ''}", "",
@@ -110,8 +116,9 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
                 if args.isa_probe_s is not None else "."),
              "- **Implementations:** eager torch (torch.optim, `loss.item()`); torch.compile of model + loss "
              "and of `opt.step` (default inductor); cstorch CSX (`@cstorch.trace` step, cstorch optimizer, "
-             "`DataExecutor`, `float(loss)`, timed from `next(executor)`); hand-written jax.numpy model + optax "
-             "in one `jax.jit` step with donation (GPT with 2-D matmuls, `benchmarks/jax_models.py`).", ""]
+             "`DataExecutor`, `float(loss)`, timed from `next(executor)`; compiled with cstorch's XLA options, "
+             f"`{_xla_options_text()}`); hand-written jax.numpy model + optax in one `jax.jit` step with donation "
+             "(GPT with 2-D matmuls, `benchmarks/jax_models.py`; XLA's default options).", ""]
     if plot_path is not None:
         rel = os.path.relpath(plot_path, path.parent)
         lines += [f"![median ms/step relative to eager]({rel})", ""]
@@ -174,7 +181,8 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
                 cells.append("failed")
         lines.append(f"| {res.wl.name} | {res.total_steps} | {eloss} | " + " | ".join(cells)
                      + f" | {res.wl.tol:g} | {'OK' if res.loss_ok else '**MISMATCH**'} |")
-    lines.append("")
+    lines += ["", "Where the time goes in the compiled steps, and every lowering and XLA flag tried so far: "
+              "[PROFILE.md](PROFILE.md).", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
 

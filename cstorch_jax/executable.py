@@ -26,6 +26,7 @@ from .dtypes import jax_dtype
 from .errors import StaticGraphError
 from .lowering import to_jax_function, uses_rng
 from .placement import SingleDevice
+from .xla_options import compiler_options
 
 
 def _aval(spec: TensorSpec) -> jax.ShapeDtypeStruct:
@@ -77,7 +78,7 @@ class Executable:
         t0 = time.perf_counter()
         self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(*self._avals)
         t1 = time.perf_counter()
-        self.compiled = self.lowered.compile()
+        self.compiled = self.lowered.compile(compiler_options=compiler_options(self.placement.platform))
         self.lower_seconds = t1 - t0
         self.compile_seconds = time.perf_counter() - t1
 

@@ -30,6 +30,11 @@ class Placement:
 
     num_devices = 1
 
+    @property
+    def platform(self) -> str:
+        """The platform of the run's devices ("cpu", "gpu", ...)."""
+        return jax.devices()[0].platform
+
     def state_sharding(self):
         """The sharding of state, scalars and outputs (None: the default device)."""
         raise NotImplementedError
@@ -64,6 +69,14 @@ class SingleDevice(Placement):
 
     def put(self, hosts: Sequence[np.ndarray], shardings: Sequence) -> list:
         return jax.device_put(list(hosts))
+
+    def batch_arrays(self, tensors: Sequence[torch.Tensor], names: Sequence[str]) -> list:
+        """On a CPU device the fresh host copies themselves: the compiled step takes numpy
+        inputs in its C++ call path, which costs less per step than a Python
+        `jax.device_put` (0.1-0.6 ms on a 2-core CPU, most of an MLP step's overhead)."""
+        if self.platform == "cpu":
+            return [host_array(t, n) for t, n in zip(tensors, names)]
+        return super().batch_arrays(tensors, names)
 
     def __repr__(self) -> str:
         return "SingleDevice()"

@@ -91,7 +91,6 @@ def _windows(x, axes):
     n = len(axes)
     lead = x.ndim - n
     in_sizes = x.shape[lead:]
-    strides = [math.prod(in_sizes[i + 1:]) for i in range(n)]
     regular = [_is_strided(pos) for pos, _ in axes]
     if all(r is not None for r in regular):
         lo = [max(0, -int(pos.min())) for pos, _ in axes]
@@ -112,19 +111,29 @@ def _windows(x, axes):
             return e[(Ellipsis,) + tuple(part for j in js for part in (slice(None), j))]
 
     taps, valid, flat = [], [], []
+    for js, ok, ix in _tap_grid(axes, in_sizes):
+        taps.append(tap(js))
+        valid.append(ok)
+        flat.append(ix)
+    return taps, valid, flat
+
+
+def _tap_grid(axes, in_sizes):
+    """Per tap of the window grid, row-major over the spatial axes: (js, valid [*O],
+    flat [*O]) - its index per axis, its static validity mask and its static flat input
+    index (row-major over `in_sizes`; meaningless where not valid)."""
+    n = len(axes)
+    strides = [math.prod(in_sizes[i + 1:]) for i in range(n)]
+    out_sizes = tuple(pos.shape[0] for pos, _ in axes)
     for js in itertools.product(*(range(pos.shape[1]) for pos, _ in axes)):
         ok = np.ones((), bool)
         ix = np.zeros((), np.int64)
         for i, j in enumerate(js):
             shape = [1] * n
-            shape[i] = axes[i][0].shape[0]
+            shape[i] = out_sizes[i]
             ok = ok & axes[i][1][:, j].reshape(shape)
             ix = ix + axes[i][0][:, j].reshape(shape) * strides[i]
-        out_sizes = tuple(pos.shape[0] for pos, _ in axes)
-        taps.append(tap(js))
-        valid.append(np.broadcast_to(ok, out_sizes))
-        flat.append(np.broadcast_to(ix, out_sizes))
-    return taps, valid, flat
+        yield js, np.broadcast_to(ok, out_sizes), np.broadcast_to(ix, out_sizes)
 
 
 _UNROLL_TAPS = 64
@@ -259,6 +268,44 @@ def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     return _max_pool(x, 3, kernel_size, stride, padding, dilation, ceil_mode)
 
 
+def _repeat_axis(a, axis, k):
+    """Every element of `axis` repeated k times in place (a broadcast and a reshape,
+    where jnp.repeat emits a gather)."""
+    e = jnp.expand_dims(a, axis + 1)
+    e = jnp.broadcast_to(e, e.shape[: axis + 1] + (k,) + e.shape[axis + 2:])
+    return e.reshape(a.shape[:axis] + (a.shape[axis] * k,) + a.shape[axis + 1:])
+
+
+def _max_pool_backward(grad_out, x, indices, nd, kernel_size, stride, padding, dilation, ceil_mode):
+    """grad_input of a max pool: every grad_out element added at its window's argmax.
+    Windows that tile their axis (stride == kernel, dilation 1: torch's default stride)
+    need no scatter: each input element lies in at most one window, so its gradient is
+    its window's grad_out where that window's index points at it, else 0 - one
+    elementwise pass over the input grid, exact. Other windows scatter-add."""
+    k = _expand(kernel_size, nd)
+    s = _expand(stride, nd) if stride else k
+    p, d = _expand(padding, nd), _expand(dilation, nd)
+    if any(si != ki or (di != 1 and ki != 1) for si, ki, di in zip(s, k, d)):
+        return _scatter_to_indices(grad_out, x, indices, nd)
+    lead = x.ndim - nd
+    in_sizes = x.shape[lead:]
+    outs = grad_out.shape[lead:]
+    # window grid: coordinate u along an axis is input position u - p, window u // k
+    g, idx = grad_out, indices.astype(jnp.int32)
+    for i, (ki, oi) in enumerate(zip(k, outs)):
+        g, idx = _repeat_axis(g, lead + i, ki), _repeat_axis(idx, lead + i, ki)
+    pos = [np.arange(ki * oi) - pi for ki, oi, pi in zip(k, outs, p)]
+    flat = np.zeros((), np.int64)
+    for i, ps in enumerate(pos):
+        shape = [1] * nd
+        shape[i] = ps.shape[0]
+        flat = flat + ps.reshape(shape) * math.prod(in_sizes[i + 1:])
+    grid = jnp.where(idx == jnp.asarray(flat, jnp.int32), g, jnp.zeros((), g.dtype))
+    # grid coordinate u holds input position u - p: pad/crop onto [0, in)
+    config = [(0, 0, 0)] * lead + [(-pi, n - (ki * oi - pi), 0) for pi, n, ki, oi in zip(p, in_sizes, k, outs)]
+    return jax.lax.pad(grid, jnp.zeros((), g.dtype), config)
+
+
 def _scatter_to_indices(grad_out, x, indices, nd):
     """grad_input: every grad_out element added at its flat spatial index of x."""
     lead = x.shape[:-nd]
@@ -274,12 +321,12 @@ def _scatter_to_indices(grad_out, x, indices, nd):
 
 @register(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    return _scatter_to_indices(grad_out, x, indices, 2)
+    return _max_pool_backward(grad_out, x, indices, 2, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 @register(aten.max_pool3d_with_indices_backward.default)
 def max_pool3d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    return _scatter_to_indices(grad_out, x, indices, 3)
+    return _max_pool_backward(grad_out, x, indices, 3, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 # ---- average ---------------------------------------------------------------------------

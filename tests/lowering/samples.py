@@ -287,6 +287,12 @@ sample("max_pool_rect_unbatched", lambda x: F.max_pool2d(x, (3, 2), (2, 1), (1, 
        lambda: (R(3, 6, 5),), MAXPOOL, grad=True)
 sample("max_pool_default_stride_ties", lambda x: torch.nn.MaxPool2d(2)(x),
        lambda: (torch.randint(0, 3, (2, 2, 6, 6)).float().requires_grad_(),), MAXPOOL, grad=True)
+# windows that tile their axis (stride == kernel) take the scatter-free backward, padding and ceil included
+sample("max_pool_tiled_pad_ceil_ties", lambda x: F.max_pool2d(x, (2, 3), padding=(1, 0), ceil_mode=True),
+       lambda: (torch.randint(0, 3, (2, 3, 7, 9)).float().requires_grad_(),), MAXPOOL, grad=True)
+sample("max_pool3d_tiled_pad_ceil_ties", lambda x: F.max_pool3d(x, 3, padding=1, ceil_mode=True),
+       lambda: (torch.randint(0, 3, (1, 2, 5, 5, 6)).float().requires_grad_(),),
+       [aten.max_pool3d_with_indices.default, aten.max_pool3d_with_indices_backward.default], grad=True)
 
 
 def _maxpool_special_input():

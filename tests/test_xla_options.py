@@ -1,0 +1,55 @@
+"""cstorch's XLA compiler options: which ones, when they apply, and that a compiled
+step really carries them (checked on the optimized HLO, where YNNPACK fusions show)."""
+import re
+
+import numpy as np
+import torch
+
+import cstorch_jax
+from cstorch_jax.placement import SingleDevice
+from cstorch_jax.xla_options import CPU_OPTIONS, compiler_options
+
+YNN = "xla_cpu_experimental_ynn_fusion_type"
+
+
+def test_cpu_options_keep_ynnpack_for_dots_only():
+    assert compiler_options("cpu") == CPU_OPTIONS
+    assert CPU_OPTIONS[YNN] == "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
+    assert compiler_options("gpu") == {}
+
+
+def test_an_option_set_in_xla_flags_wins(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", f"--{YNN}= --xla_cpu_enable_fast_math=false")
+    assert YNN not in compiler_options("cpu")
+
+
+def _custom_fusion_ops(hlo: str) -> list[set[str]]:
+    """The HLO op names inside every library (kCustom) fusion of an optimized module."""
+    ops = []
+    for name in re.findall(r"kind=kCustom, calls=%([\w.\-]+)", hlo):
+        body = re.search(r"\n%" + re.escape(name) + r" .*?\n\}", hlo, re.S).group(0)
+        ops.append(set(re.findall(r" ([a-z\-]+)\(", body)))
+    return ops
+
+
+def test_compiled_step_runs_convolutions_outside_ynnpack_and_matches_torch():
+    x, w, v = torch.randn(4, 8, 10, 10), torch.randn(16, 8, 3, 3), torch.randn(16 * 8 * 8, 32)
+
+    def fn(x, w, v):
+        return torch.nn.functional.conv2d(x, w).flatten(1) @ v
+
+    step = cstorch_jax.jit(fn)
+    hlo = str(step.lower(x, w, v).hlo)
+    assert "convolution(" in hlo
+    fusions = _custom_fusion_ops(hlo)
+    assert not any("convolution" in ops for ops in fusions), fusions
+    assert any("dot" in ops for ops in fusions), "the dot should still go to YNNPACK"
+    np.testing.assert_allclose(step(x, w, v).numpy(), fn(x, w, v).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_single_device_cpu_batches_are_fresh_host_arrays():
+    t = torch.arange(6, dtype=torch.int64).reshape(2, 3)
+    (a,) = SingleDevice().batch_arrays([t], ["x"])
+    assert isinstance(a, np.ndarray) and a.dtype == np.int32
+    t.add_(10)  # the copy does not alias torch memory
+    assert a.tolist() == [[0, 1, 2], [3, 4, 5]]
