@@ -16,6 +16,8 @@ import numpy as np
 import optax
 import torch
 
+from cstorch_jax.xla_options import compiler_options
+
 from .workloads import N_BATCHES
 
 if TYPE_CHECKING:
@@ -89,8 +91,6 @@ def machine() -> str:
 
 
 def _xla_options_text() -> str:
-    from cstorch_jax.xla_options import compiler_options
-
     return ", ".join(f"{k}={v}" for k, v in compiler_options(jax.devices()[0].platform).items()) or "none"
 
 

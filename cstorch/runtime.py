@@ -75,9 +75,10 @@ class ClosureRecorder:
 
 
 class StagedBatches:
-    """Device copies of batch tensors made ahead of their step, found again by tensor
-    identity. A copy is used only while its tensor is unchanged (same `_version`); an
-    entry goes away with its tensor, when it is used, or at the end of the run."""
+    """Copies of batch tensors (`Placement.batch_arrays`) made ahead of their step, found
+    again by tensor identity. A copy is used only while its tensor is unchanged (same
+    `_version`); an entry goes away with its tensor, when it is used, or at the end of
+    the run."""
 
     def __init__(self, placement: Callable):
         self._placement = placement

@@ -204,7 +204,8 @@ class TracedStep:
 
     @staticmethod
     def _batch_arrays(b, batch: list, names: list) -> list:
-        """Device copies of the batch: those the input pipeline staged, the rest now."""
+        """The batch as the compiled step takes it (`Placement.batch_arrays`): the copies
+        the input pipeline staged, the rest made now."""
         arrays = b.run.staged.take(batch)
         missing = [i for i, a in enumerate(arrays) if a is None]
         if missing:

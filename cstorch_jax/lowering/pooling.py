@@ -91,6 +91,7 @@ def _windows(x, axes):
     n = len(axes)
     lead = x.ndim - n
     in_sizes = x.shape[lead:]
+    strides = [math.prod(in_sizes[i + 1:]) for i in range(n)]
     regular = [_is_strided(pos) for pos, _ in axes]
     if all(r is not None for r in regular):
         lo = [max(0, -int(pos.min())) for pos, _ in axes]
@@ -111,29 +112,19 @@ def _windows(x, axes):
             return e[(Ellipsis,) + tuple(part for j in js for part in (slice(None), j))]
 
     taps, valid, flat = [], [], []
-    for js, ok, ix in _tap_grid(axes, in_sizes):
-        taps.append(tap(js))
-        valid.append(ok)
-        flat.append(ix)
-    return taps, valid, flat
-
-
-def _tap_grid(axes, in_sizes):
-    """Per tap of the window grid, row-major over the spatial axes: (js, valid [*O],
-    flat [*O]) - its index per axis, its static validity mask and its static flat input
-    index (row-major over `in_sizes`; meaningless where not valid)."""
-    n = len(axes)
-    strides = [math.prod(in_sizes[i + 1:]) for i in range(n)]
-    out_sizes = tuple(pos.shape[0] for pos, _ in axes)
     for js in itertools.product(*(range(pos.shape[1]) for pos, _ in axes)):
         ok = np.ones((), bool)
         ix = np.zeros((), np.int64)
         for i, j in enumerate(js):
             shape = [1] * n
-            shape[i] = out_sizes[i]
+            shape[i] = axes[i][0].shape[0]
             ok = ok & axes[i][1][:, j].reshape(shape)
             ix = ix + axes[i][0][:, j].reshape(shape) * strides[i]
-        yield js, np.broadcast_to(ok, out_sizes), np.broadcast_to(ix, out_sizes)
+        out_sizes = tuple(pos.shape[0] for pos, _ in axes)
+        taps.append(tap(js))
+        valid.append(np.broadcast_to(ok, out_sizes))
+        flat.append(np.broadcast_to(ix, out_sizes))
+    return taps, valid, flat
 
 
 _UNROLL_TAPS = 64
@@ -247,10 +238,15 @@ def _window_sum(x, axes):
     return total
 
 
-def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
+def _pool_params(nd, kernel_size, stride, padding, dilation):
+    """(kernel, stride, padding, dilation) per spatial dim; an empty stride is the kernel."""
     k = _expand(kernel_size, nd)
     s = _expand(stride, nd) if stride else k
-    p, d = _expand(padding, nd), _expand(dilation, nd)
+    return k, s, _expand(padding, nd), _expand(dilation, nd)
+
+
+def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
+    k, s, p, d = _pool_params(nd, kernel_size, stride, padding, dilation)
     in_sizes = x.shape[-nd:]
     axes = [_sliding_axis(in_sizes[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(nd)]
     return _window_max(x, axes)
@@ -276,15 +272,14 @@ def _repeat_axis(a, axis, k):
     return e.reshape(a.shape[:axis] + (a.shape[axis] * k,) + a.shape[axis + 1:])
 
 
-def _max_pool_backward(grad_out, x, indices, nd, kernel_size, stride, padding, dilation, ceil_mode):
-    """grad_input of a max pool: every grad_out element added at its window's argmax.
+def _max_pool_backward(grad_out, x, indices, nd, kernel_size, stride, padding, dilation):
+    """grad_input of a max pool: every grad_out element added at its window's argmax
+    (ceil mode shows only in grad_out's size, which sets the window grid).
     Windows that tile their axis (stride == kernel, dilation 1: torch's default stride)
     need no scatter: each input element lies in at most one window, so its gradient is
     its window's grad_out where that window's index points at it, else 0 - one
     elementwise pass over the input grid, exact. Other windows scatter-add."""
-    k = _expand(kernel_size, nd)
-    s = _expand(stride, nd) if stride else k
-    p, d = _expand(padding, nd), _expand(dilation, nd)
+    k, s, p, d = _pool_params(nd, kernel_size, stride, padding, dilation)
     if any(si != ki or (di != 1 and ki != 1) for si, ki, di in zip(s, k, d)):
         return _scatter_to_indices(grad_out, x, indices, nd)
     lead = x.ndim - nd
@@ -321,12 +316,12 @@ def _scatter_to_indices(grad_out, x, indices, nd):
 
 @register(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    return _max_pool_backward(grad_out, x, indices, 2, kernel_size, stride, padding, dilation, ceil_mode)
+    return _max_pool_backward(grad_out, x, indices, 2, kernel_size, stride, padding, dilation)
 
 
 @register(aten.max_pool3d_with_indices_backward.default)
 def max_pool3d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    return _max_pool_backward(grad_out, x, indices, 3, kernel_size, stride, padding, dilation, ceil_mode)
+    return _max_pool_backward(grad_out, x, indices, 3, kernel_size, stride, padding, dilation)
 
 
 # ---- average ---------------------------------------------------------------------------
@@ -335,9 +330,7 @@ def max_pool3d_with_indices_backward(grad_out, x, kernel_size, stride, padding, 
 def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     """Window sums divided by divisor_override, else by the window's size clipped to
     input + padding (count_include_pad) or to the input alone."""
-    k = _expand(kernel_size, nd)
-    s = _expand(stride, nd) if stride else k
-    p = _expand(padding, nd)
+    k, s, p, _ = _pool_params(nd, kernel_size, stride, padding, 1)
     in_sizes = x.shape[-nd:]
     axes = [_sliding_axis(in_sizes[i], k[i], s[i], p[i], 1, ceil_mode) for i in range(nd)]
     total = _window_sum(x, axes)
