@@ -32,7 +32,7 @@ def set_rng_state(state: torch.Tensor) -> None:
         if state.dtype != torch.uint8:
             raise ValueError(f"A CPU/GPU backend's RNG state is torch's generator state (a uint8 tensor), got "
                              f"{state.dtype}; this state was probably saved by a CSX run.")
-        torch.set_rng_state(state)
+        torch.set_rng_state(state.clone())  # a real tensor (a checkpoint's tensors load lazily)
         return
     if state.dtype == torch.uint8:
         raise ValueError("This RNG state is torch's generator state (uint8), saved by a CPU/GPU backend run; a CSX "

@@ -115,6 +115,9 @@ class RunState:
         self.executors: list = []
         self.pending: list[PendingClosure] = []
         self.capturing: Optional[ClosureRecorder] = None
+        #: while a closure runs: the 0-based executor iteration whose values it received
+        #: (-1 for a checkpoint closure at the pre-initial step); None otherwise
+        self.closure_iteration: Optional[int] = None
         self._device_state: Optional[DeviceState] = None
         self.staged = StagedBatches(lambda: self.placement)
 
@@ -204,7 +207,7 @@ class RunState:
             if ex.is_pre_initial_step:  # an initial checkpoint: nothing is in flight, the host holds the state
                 self._run(lambda p: True)
                 args, kwargs = materialize((args, kwargs))
-                fn(*args, **kwargs)
+                self._call(fn, ex.iteration, args, kwargs)
                 return
             if not ex.is_checkpoint_step:
                 log.debug("skipping checkpoint closure %s on step %d", getattr(fn, "__name__", fn), ex.iteration)
@@ -224,7 +227,14 @@ class RunState:
             if p.checkpoint:
                 self.sync_state_to_host()
             args, kwargs = materialize((p.args, p.kwargs))
-            p.fn(*args, **kwargs)
+            self._call(p.fn, p.step, args, kwargs)
+
+    def _call(self, fn: Callable, iteration: Optional[int], args: tuple, kwargs: dict) -> None:
+        self.closure_iteration = iteration
+        try:
+            fn(*args, **kwargs)
+        finally:
+            self.closure_iteration = None
 
 
 

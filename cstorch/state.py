@@ -140,6 +140,9 @@ class StepState:
     def bind(self, traced: list[torch.Tensor], traced_scalars: list[torch.Tensor]) -> Iterator[None]:
         """Within the block, the models and optimizers read the traced tensors."""
         sub = {id(t): tr for t, tr in zip(self.tensors, traced)}
+        # looked up before the models are reparametrized: a metric inside a model has its
+        # state swapped with the model's buffers already
+        attr_state = [(obj, attr, sub[id(getattr(obj, attr))]) for obj, attr in self._attr_state]
         with contextlib.ExitStack() as stack:
             for model in self.models:
                 mapping = {n: sub[id(p)] for n, p in model.named_parameters()}
@@ -149,8 +152,9 @@ class StepState:
                 stack.enter_context(_bind_optimizer(opt, sub))
             for (oi, gi, key), value in zip(self._scalar_slots, traced_scalars):
                 stack.enter_context(_swap_item(self.optimizers[oi].param_groups[gi], key, value))
-            for obj, attr in self._attr_state:
-                stack.enter_context(_swap_attr(obj, attr, sub[id(getattr(obj, attr))]))
+            for obj, attr, value in attr_state:
+                if getattr(obj, attr) is not value:
+                    stack.enter_context(_swap_attr(obj, attr, value))
             yield
 
 

@@ -212,3 +212,40 @@ def test_compute_without_updates_inside_a_csx_step_raises():
     with pytest.raises(RuntimeError, match="has not been updated"):
         for v in cstorch.utils.data.DataExecutor(loader, num_steps=1):
             step(v)
+
+
+class _ModelWithMetric(torch.nn.Module):
+    """The Model Zoo pattern: the metric is a submodule of the compiled model, so its
+    state tensors are also the model's buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = Scale()
+        self.accuracy = AccuracyMetric("acc")
+
+    def forward(self, x, y):
+        logits = self.scale(x)
+        self.accuracy(labels=y, predictions=logits.argmax(-1))
+        return F.cross_entropy(logits, y)
+
+
+@pytest.mark.parametrize("backend_type", ["CPU", "CSX"])
+def test_metric_inside_the_compiled_model(backend_type):
+    _reset_backend()
+    backend = cstorch.backend(backend_type)
+    model = _ModelWithMetric()
+    compiled = cstorch.compile(model, backend)
+
+    @cstorch.trace
+    @torch.no_grad()
+    def eval_step(x, y):
+        return compiled(x, y)
+
+    batches = _batches(3)
+    executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: [b[:2] for b in batches]),
+                                               num_steps=STEPS)
+    for x, y in executor:
+        eval_step(x, y)
+    correct = sum(int((x.argmax(-1) == y).sum()) for x, y, *_ in batches)
+    assert float(model.accuracy) == pytest.approx(correct / sum(len(y) for _, y, *_ in batches))
+    _reset_backend()

@@ -217,3 +217,14 @@ def test_rng_state_on_cpu_is_torchs():
     with pytest.raises(ValueError, match="saved by a CSX run"):
         cstorch.set_rng_state(torch.zeros(2, dtype=torch.uint32))
     _reset_backend()
+
+
+def test_cpu_rng_state_restores_from_a_checkpoint_file(tmp_path):
+    """A checkpoint's tensors load lazily; torch's generator needs real storage."""
+    _reset_backend()
+    cstorch.backend("CPU")
+    cstorch.save({"rng": cstorch.get_rng_state()}, str(tmp_path / "rng.mdl"))
+    a = torch.rand(3)
+    cstorch.set_rng_state(cstorch.load(str(tmp_path / "rng.mdl"))["rng"])
+    assert torch.equal(torch.rand(3), a)
+    _reset_backend()

@@ -1,0 +1,30 @@
+"""The Model Zoo `Trainer` on cstorch (also `cerebras.modelzoo.Trainer`): a whole
+experiment — model, optimizer, schedulers, precision, loop, checkpoints, logging — from
+Python or from YAML (`cstorch fit params.yaml`), and the older runner API over it."""
+from . import callbacks, loggers
+from .callbacks import (
+    Callback,
+    Checkpoint,
+    CoreCallback,
+    KeepNCheckpoints,
+    Logging,
+    MixedPrecision,
+    ModelEvalMetrics,
+    TrainingLoop,
+    ValidationCallback,
+    ValidationLoop,
+    register_global_callback,
+)
+from .config import ConfigError, configure_trainer_from_config, run_trainer
+from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
+from .registry import register_data_processor, register_model
+from .runner import PyTorchBaseRunner, run
+from .trainer import Trainer
+
+__all__ = [
+    "Trainer", "callbacks", "loggers", "Callback", "CoreCallback", "ValidationCallback", "register_global_callback",
+    "Checkpoint", "KeepNCheckpoints", "Logging", "MixedPrecision", "ModelEvalMetrics", "TrainingLoop",
+    "ValidationLoop", "Logger", "TensorBoardLogger", "CSVLogger", "ProgressLogger", "ConfigError",
+    "configure_trainer_from_config", "run_trainer", "register_model", "register_data_processor",
+    "PyTorchBaseRunner", "run",
+]

@@ -1,0 +1,7 @@
+"""`python -m cstorch.trainer fit params.yaml ...`: the `cstorch` console script."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

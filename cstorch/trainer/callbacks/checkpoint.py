@@ -1,0 +1,109 @@
+"""`Checkpoint` (when and where the trainer saves, and what it autoloads) and
+`KeepNCheckpoints`.
+
+`Checkpoint(steps=K)` saves after every global step divisible by K and after the last
+step of every fit; `steps=None` saves only after the last step; `steps=0` never saves.
+Files are `<checkpoint_root or model_dir>/<checkpoint_name>` with `{step}` replaced by
+the global step; a name that exists already gets `_YYYYmmdd_HHMMSS` before its
+extension (the H5 writer never overwrites). The latest checkpoint is the one with the
+highest step, ties broken by modification time: `fit`/`validate` load it when
+`autoload_last_checkpoint` is set and no `ckpt_path` is given. The checkpoint holds
+`model`, `optimizer`, `schedulers` (a list), `grad_scaler`, `dataloader` (the train
+stream's position), `rng`, `global_step` and `__metadata__`.
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+import time
+from typing import Optional
+
+from .base import Callback, CoreCallback
+
+log = logging.getLogger("cstorch.trainer")
+
+
+class Checkpoint(CoreCallback):
+    def __init__(self, steps: Optional[int] = None, autoload_last_checkpoint: bool = True,
+                 disable_strict_checkpoint_loading: bool = False, save_initial_checkpoint: bool = False,
+                 checkpoint_root: Optional[str] = None, checkpoint_name: str = "checkpoint_{step}.mdl"):
+        if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 0):
+            raise ValueError(f"Checkpoint steps must be an integer >= 0 (0: never save) or None (save after the "
+                             f"last step only), got {steps!r}")
+        if not isinstance(checkpoint_name, str) or checkpoint_name.count("{step}") != 1 or re.search(
+                r"\{(?!step\})", checkpoint_name):
+            raise ValueError(f"checkpoint_name must contain '{{step}}' exactly once and no other '{{...}}' field, "
+                             f"got {checkpoint_name!r} (e.g. 'checkpoint_{{step}}.mdl')")
+        self.steps = steps
+        self.autoload_last_checkpoint = bool(autoload_last_checkpoint)
+        self.disable_strict_checkpoint_loading = bool(disable_strict_checkpoint_loading)
+        self.save_initial_checkpoint = bool(save_initial_checkpoint)
+        self.checkpoint_root = checkpoint_root
+        self.checkpoint_name = checkpoint_name
+        self._root: Optional[str] = None
+
+    def setup(self, trainer):
+        self._root = os.path.abspath(self.checkpoint_root or trainer.model_dir)
+        os.makedirs(self._root, exist_ok=True)
+
+    @property
+    def root(self) -> str:
+        if self._root is None:
+            raise RuntimeError("Checkpoint.root is known once the Trainer has set the callback up")
+        return self._root
+
+    def is_checkpoint_step(self, global_step: int, is_last: bool) -> bool:
+        if self.steps == 0:
+            return False
+        return is_last or (self.steps is not None and global_step % self.steps == 0)
+
+    def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
+        trainer.save_checkpoint()  # a checkpoint closure: runs on the executor's checkpoint steps only
+
+    def path_for(self, step: int) -> str:
+        path = os.path.join(self.root, self.checkpoint_name.format(step=step))
+        if os.path.exists(path):
+            stem, ext = os.path.splitext(path)
+            path = f"{stem}_{time.strftime('%Y%m%d_%H%M%S')}{ext}"
+            n = 1
+            while os.path.exists(path):
+                path = f"{stem}_{time.strftime('%Y%m%d_%H%M%S')}_{n}{ext}"
+                n += 1
+        return path
+
+    def _pattern(self) -> re.Pattern:
+        head, tail = self.checkpoint_name.split("{step}")
+        stem, ext = os.path.splitext(tail)
+        return re.compile(re.escape(head) + r"(\d+)" + re.escape(stem) + r"(_\d{8}_\d{6}(_\d+)?)?" + re.escape(ext)
+                          + "$")
+
+    def checkpoints(self) -> list[tuple[int, str]]:
+        """(step, path) of every checkpoint in the root, oldest first (step, then mtime)."""
+        pattern = self._pattern()
+        found = []
+        for path in glob.glob(os.path.join(glob.escape(self.root), "*")):
+            m = pattern.match(os.path.basename(path))
+            if m and os.path.isfile(path):
+                found.append((int(m.group(1)), os.path.getmtime(path), path))
+        return [(step, path) for step, _, path in sorted(found)]
+
+    def latest(self) -> Optional[str]:
+        found = self.checkpoints()
+        return found[-1][1] if found else None
+
+
+class KeepNCheckpoints(Callback):
+    """After each save, delete all but the newest `n` checkpoints of the trainer's
+    Checkpoint root (newest = highest step)."""
+
+    def __init__(self, n: int):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"KeepNCheckpoints needs n >= 1, got {n!r}")
+        self.n = n
+
+    def on_after_save_checkpoint(self, trainer, ckpt_path):
+        for _, path in trainer.checkpoint.checkpoints()[:-self.n]:
+            log.info("KeepNCheckpoints(%d): deleting %s", self.n, path)
+            os.remove(path)

@@ -1,0 +1,66 @@
+"""`Logging`: which steps log, the log level, and a console line per logged step;
+`ModelEvalMetrics`: the model's `cstorch.metrics` logged after each validation."""
+from __future__ import annotations
+
+import logging
+import sys
+
+from .base import Callback, CoreCallback
+
+log = logging.getLogger("cstorch.trainer")
+
+
+def _format(value) -> str:
+    if isinstance(value, float) and (abs(value) >= 1e4 or (value != 0 and abs(value) < 1e-3)):
+        return f"{value:.4e}"
+    return f"{value:.5g}" if isinstance(value, float) else str(value)
+
+
+class Logging(CoreCallback):
+    """A step logs when `(global_step - start) % log_steps == 0`, `start` being the global
+    step the fit started at, and on the fit's last step. `log_level` sets the level of the
+    "cstorch" loggers; logged metrics are also written to the "cstorch.trainer" logger
+    (INFO), which gets a stderr handler when neither it nor the root logger has one."""
+
+    def __init__(self, log_steps: int = 1, log_level: str = "INFO", wsc_log_level=None,
+                 enable_act_frequency: bool = False):
+        if not isinstance(log_steps, int) or isinstance(log_steps, bool) or log_steps < 1:
+            raise ValueError(f"log_steps must be an integer >= 1, got {log_steps!r}")
+        level = logging.getLevelName(str(log_level).upper())
+        if not isinstance(level, int):
+            raise ValueError(f"log_level must be a logging level name (DEBUG, INFO, WARNING, ERROR), got "
+                             f"{log_level!r}")
+        self.log_steps = log_steps
+        self.log_level = level
+        self.enable_act_frequency = enable_act_frequency
+
+    def setup(self, trainer):
+        logging.getLogger("cstorch").setLevel(self.log_level)
+        if not log.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s: %(message)s", "%H:%M:%S"))
+            log.addHandler(handler)
+
+    def is_log_step(self, global_step: int, start: int, end: int) -> bool:
+        return (global_step - start) % self.log_steps == 0 or global_step == end
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        if metrics and log.isEnabledFor(logging.INFO):
+            shown = ", ".join(f"{k}={_format(v)}" for k, v in metrics.items())
+            log.info("| step %d | %s", step, shown)
+
+
+class ModelEvalMetrics(Callback):
+    """After each validation, log `float(metric)` of every `cstorch.metrics.Metric` in the
+    model that was updated, under the metric's name, then reset it for the next validation."""
+
+    def on_validate_end(self, trainer, model, loop):
+        from cstorch.metrics import Metric
+
+        values = {}
+        for module in model.modules():
+            if isinstance(module, Metric) and module.num_updates > 0:
+                values[module.name] = float(module)
+                module.reset()
+        if values:
+            trainer.log_metrics_dict(values, step=trainer.global_step)

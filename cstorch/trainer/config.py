@@ -1,0 +1,869 @@
+"""YAML -> validated trainer specs -> `Trainer` objects (the `trainer:` format of the
+Model Zoo, research/cerebras_api.md §3.5). The legacy flat format is converted by
+`legacy.py` (`is_legacy` / `convert_legacy`, re-exported here); the shared checks and
+`ConfigError` live in `checks.py`.
+
+Pipeline, and the contract of each step:
+
+* `load_params(path)`: the YAML file as a dict (`ConfigError` naming the path when the
+  file is missing or is not valid YAML). Two YAML pitfalls are closed: `1e-3` is read
+  as a float (YAML 1.1 would read it as a string) and a key given twice in one mapping
+  is an error (YAML would silently keep the last one).
+* `is_legacy(params)` / `convert_legacy(params)`: the flat `runconfig:` format -> the
+  `trainer:` format (the mapping table is in `legacy.py`).
+* `validate_params(params, mode)` / `validate_trainer(spec, mode)`: every check that
+  needs no backend and no model: unknown keys at every level (the error names the full
+  key path, e.g. `trainer.init.loop.max_step`, and the closest valid keys), keyword
+  arguments of every class named in the YAML checked against its signature (nothing is
+  instantiated except `ClusterConfig` and the loop, plain value objects), `device` and
+  `backend` together, `model_dir` null or empty, the train batch size not divisible by
+  `loop.grad_accum_steps`, what the run mode needs. Every mistake raises `ConfigError`
+  (a ValueError) with its own message.
+* `trainer_arguments(init, training)` -> the Trainer's keyword arguments except `model`
+  (the optimizer as `model -> Optimizer` and schedulers as `optimizer -> Scheduler` when
+  training, option callbacks, the loop, callbacks, loggers) from a validated `init`
+  section, and last the backend (or device), after everything else was built.
+* `configure_trainer_from_config(spec, mode)` -> `(Trainer, run_kwargs)`: the model as a
+  zero-argument factory, the dataloaders, then `trainer_arguments` (so the backend is
+  still created after every other check passed). `run_kwargs` are the arguments of the
+  run method of `mode` (`MODE_METHODS`).
+* `run_trainer(mode, params)`: validates every trainer of the file first, then builds and
+  runs them one after the other. Modes: `train` (fit without validation),
+  `train_and_eval` (fit with the val dataloader(s); a trainer that has none just fits),
+  `eval` (validate), `eval_all` (validate_all).
+
+The `trainer:` structure (a list under `trainer:` = several trainers run in sequence;
+each item is `{trainer: {...}}` or the trainer dict itself)::
+
+    trainer:
+      init:         device | backend, model_dir (default "./model_dir"), seed, model,
+                    optimizer, schedulers, precision, loop, checkpoint, logging,
+                    callbacks, loggers (sparsity and autorestart: not supported)
+      fit:          train_dataloader, val_dataloader (one or a list), ckpt_path
+      validate:     val_dataloader, ckpt_path
+      validate_all: val_dataloaders (one or a list), ckpt_paths (str, glob or list)
+
+- `device`: CSX, CPU or GPU. `backend`: `{backend_type: CSX, compile_dir, compile_only,
+  validate_only, cluster_config: {ClusterConfig fields}}` (the CPU/GPU backends take
+  only `artifact_dir`). Neither: the process's existing backend, else device CSX.
+- `model`: `{name: <registry name>, **constructor kwargs}`.
+- `optimizer`: `{ClassName: {lr | learning_rate, weight_decay, adjust_learning_rate,
+  **constructor kwargs}}` (class from `cstorch.optim`, any case); parameter groups come
+  from `cstorch.optim.configure_param_groups` (no weight decay for biases and norms).
+- `schedulers`: a list (or one) of `{ClassName: kwargs}` (a class of
+  `cstorch.optim.lr_scheduler` or `.weight_decay_scheduler`, `optimizer` omitted).
+  `SequentialLR`/`ChainedLR` take a nested `schedulers:` list; SequentialLR's
+  `milestones` default to the running sum of its schedulers' `total_iters` (all but the
+  last). `ScalePerParamLR` takes a nested `scheduler:`. A learning-rate scheduler is
+  wrapped in `ScalePerParamLR` when the optimizer has `adjust_learning_rate`. An item
+  `{learning_rate: <number | {scheduler: Name, ...} | [..]>}` is the cstorch 2.0-2.3
+  `optimizer.learning_rate` form, built with `cstorch.optim.configure_lr_scheduler`.
+- `precision`, `loop`, `checkpoint`, `logging`: kwargs of `MixedPrecision`,
+  `TrainingLoop`, `Checkpoint`, `Logging`. In the eval modes the trainer gets
+  `ValidationLoop(eval_steps=loop.eval_steps)`.
+- `callbacks`, `loggers`: lists of `{ClassName: kwargs}` (or a bare name), resolved by
+  `cstorch.trainer.registry.resolve`.
+- dataloaders: `{data_processor: <name>, **processor kwargs}`; the processor's
+  `create_dataloader` (or the processor itself, when iterable) is wrapped in
+  `cstorch.utils.data.DataLoader`.
+- `ckpt_path`: absent = autoload the latest checkpoint of model_dir, null = none, a path.
+- Names and relative file paths resolve from `base_dir` (the YAML file's folder).
+- Mode fallbacks: eval uses `validate.val_dataloader`, else `fit.val_dataloader`;
+  eval_all uses `validate_all.val_dataloaders`, else the eval one.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import logging
+import os
+import re
+from typing import Any, Callable, Optional
+
+import yaml
+
+from . import registry
+from .checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_int, is_number, suggest
+from .legacy import convert_legacy, is_legacy
+
+_log = logging.getLogger(__name__)
+
+#: run mode -> Trainer method
+MODE_METHODS = {"train": "fit", "train_and_eval": "fit", "eval": "validate", "eval_all": "validate_all"}
+MODES = tuple(MODE_METHODS)
+DEFAULT_MODEL_DIR = "./model_dir"
+
+_TRAINER_KEYS = ("init", "fit", "validate", "validate_all")
+_INIT_KEYS = ("device", "backend", "model_dir", "seed", "model", "optimizer", "schedulers", "precision", "sparsity",
+              "loop", "checkpoint", "logging", "callbacks", "loggers", "autorestart")
+_SECTION_KEYS = {
+    "fit": ("train_dataloader", "val_dataloader", "ckpt_path"),
+    "validate": ("val_dataloader", "ckpt_path"),
+    "validate_all": ("val_dataloaders", "ckpt_paths"),
+}
+#: keyword arguments of `cstorch.backend(type, ...)` per backend type (see cstorch/_backend.py `_make`)
+_BACKEND_KEYS = {
+    "CSX": ("backend_type", "artifact_dir", "compile_dir", "compile_only", "validate_only", "cluster_config"),
+    "CPU": ("backend_type", "artifact_dir"),
+    "GPU": ("backend_type", "artifact_dir"),
+}
+#: the option sections of `init` and the class (in cstorch.trainer.callbacks) each one configures
+_OPTION_CLASSES = {"precision": "MixedPrecision", "loop": "TrainingLoop", "checkpoint": "Checkpoint",
+                   "logging": "Logging"}
+_CORE_CALLBACKS = {"TrainingLoop": "loop", "ValidationLoop": "loop", "Checkpoint": "checkpoint",
+                   "MixedPrecision": "precision", "Logging": "logging"}
+#: optimizer keys handled by the configuration layer, besides the optimizer's own arguments
+_OPTIMIZER_EXTRA_KEYS = ("lr", "learning_rate", "weight_decay", "adjust_learning_rate")
+
+
+# ======================================================================================
+# loading
+# ======================================================================================
+class _Loader(yaml.SafeLoader):
+    """safe_load, plus floats without a dot (`1e-3`) and an error on duplicate keys."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # let the base class report the unhashable key
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def load_params(path: str) -> dict:
+    """The YAML file at `path` as a dict (ConfigError naming the path on any problem)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ConfigError(f"params file {path!r} does not exist"
+                          f"{'' if os.path.isabs(path) else f' (relative to {os.getcwd()!r})'}.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            params = yaml.load(f, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"params file {path!r} is not valid YAML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read params file {path!r}: {e}") from None
+    if params is None:
+        raise ConfigError(f"params file {path!r} is empty; it needs a `trainer:` section.")
+    if not isinstance(params, dict):
+        raise ConfigError(f"params file {path!r} must hold a mapping with a `trainer:` key at the top, "
+                          f"got a {type(params).__name__}.")
+    return params
+
+
+# ======================================================================================
+# small helpers
+# ======================================================================================
+def _signature(obj) -> Optional[inspect.Signature]:
+    try:
+        return inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_kwargs(obj, kwargs: dict, path: str, *, skip=(), extra=(), require=True) -> None:
+    """Every key of `kwargs` is a keyword argument of `obj` (a class or callable) or in
+    `extra`; every required argument not in `skip` is given."""
+    name = getattr(obj, "__name__", type(obj).__name__)
+    sig = _signature(obj)
+    if sig is None:
+        return
+    params = {k: p for k, p in sig.parameters.items() if k not in skip
+              and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY)}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    accepted = [k for k, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD] + list(extra)
+    if not takes_any:
+        for key in kwargs:
+            if key not in accepted:
+                raise ConfigError(f"Unknown key {path}.{key}: {name} takes no argument {key!r}."
+                                  f"{suggest(key, accepted)} Valid keys: {', '.join(sorted(accepted))}.")
+    if require:
+        missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty
+                   and p.kind is not inspect.Parameter.VAR_KEYWORD and k not in kwargs]
+        if missing:
+            raise ConfigError(f"{path}: {name} needs the argument(s) {', '.join(missing)}; add them there.")
+
+
+def _named_items(value, path: str) -> list[tuple[str, dict, str]]:
+    """`[{Name: kwargs}, "Name", ...]` (or one such item) -> [(name, kwargs, item path)]."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]" if isinstance(value, list) else path
+        if isinstance(item, str):
+            out.append((item, {}, where))
+            continue
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ConfigError(f"{where} must be a mapping with exactly one key, the class name, holding its "
+                              f"arguments (e.g. {{ClassName: {{arg: value}}}}); got {item!r}.")
+        (name, kwargs), = item.items()
+        out.append((str(name), check_dict(kwargs, f"{where}.{name}"), f"{where}.{name}"))
+    return out
+
+
+def _callbacks_module():
+    try:
+        from . import callbacks
+    except ImportError as e:  # pragma: no cover - while the trainer package is being written
+        raise ConfigError(f"cstorch.trainer.callbacks cannot be imported ({e}).") from None
+    return callbacks
+
+
+# ======================================================================================
+# validation (no backend, no model)
+# ======================================================================================
+def trainer_specs(params: dict) -> list[tuple[str, dict]]:
+    """[(path, trainer dict)] of a params dict (legacy converted; a list under `trainer:`
+    gives several, with paths `trainer[i]`)."""
+    if not isinstance(params, dict):
+        raise ConfigError(f"params must be a mapping with a `trainer:` key, got {type(params).__name__}.")
+    if is_legacy(params):
+        params = convert_legacy(params)
+    if "trainer" not in params:
+        raise ConfigError(f"params need a top-level `trainer:` section (or the legacy runconfig format); found "
+                          f"{sorted(map(str, params)) or 'nothing'}.")
+    check_keys(params, ("trainer",), "<top level>")
+    value = params["trainer"]
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError("trainer is an empty list; give at least one trainer.")
+        specs = []
+        for i, item in enumerate(value):
+            if isinstance(item, dict) and set(item) == {"trainer"}:
+                item = item["trainer"]
+            specs.append((f"trainer[{i}]", check_dict(item, f"trainer[{i}]", allow_none=False)))
+        return specs
+    return [("trainer", check_dict(value, "trainer", allow_none=False))]
+
+
+def validate_params(params: dict, mode: Optional[str] = None, base_dir: Optional[str] = None) -> list[dict]:
+    """Validate every trainer of `params`; returns the trainer dicts in run order."""
+    specs = trainer_specs(params)
+    for path, spec in specs:
+        validate_trainer(spec, mode, base_dir, path)
+    return [spec for _, spec in specs]
+
+
+def _check_mode(mode) -> None:
+    if mode not in MODES:
+        raise ConfigError(f"Unknown mode {mode!r}; expected one of {', '.join(MODES)}.")
+
+
+def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[str] = None,
+                     path: str = "trainer") -> None:
+    """Check one trainer dict (the value of `trainer:`) for `mode` (None: mode-independent checks only)."""
+    if mode is not None:
+        _check_mode(mode)
+    spec = check_dict(spec, path, allow_none=False)
+    check_keys(spec, _TRAINER_KEYS, path)
+    if "init" not in spec or spec["init"] is None:
+        raise ConfigError(f"{path}.init is missing; it holds the Trainer's arguments (model, optimizer, model_dir...).")
+    init = check_dict(spec["init"], f"{path}.init")
+    p = f"{path}.init"
+    check_keys(init, _INIT_KEYS, p, "Trainer")
+    for name in _SECTION_KEYS:
+        section = check_dict(spec.get(name), f"{path}.{name}")
+        check_keys(section, _SECTION_KEYS[name], f"{path}.{name}")
+
+    _check_device(init, p)
+    if "model_dir" in init:
+        md = init["model_dir"]
+        if md is None or (isinstance(md, str) and not md.strip()):
+            raise ConfigError(f"model_dir is a required argument: {p}.model_dir is {md!r}; give a folder "
+                              f"(leave the key out for the default {DEFAULT_MODEL_DIR!r}).")
+        if not isinstance(md, (str, os.PathLike)):
+            raise ConfigError(f"{p}.model_dir must be a path string, got {md!r}.")
+    if init.get("seed") is not None and not is_int(init["seed"]):
+        raise ConfigError(f"{p}.seed must be an integer, got {init['seed']!r}.")
+    for key, what in (("sparsity", "sparsity (cstorch.sparse is not implemented)"),
+                      ("autorestart", "autorestart (runs restart in-process only)")):
+        if init.get(key) is not None:
+            raise ConfigError(f"{p}.{key}: {what} is not supported; remove the key.")
+
+    if init.get("model") is None:
+        raise ConfigError(f"{p}.model is missing: give {{name: <model name>, **constructor arguments}}.")
+    _check_model(init["model"], f"{p}.model", base_dir)
+    optimizer = _check_optimizer(init.get("optimizer"), f"{p}.optimizer")
+    _check_schedulers(init.get("schedulers"), f"{p}.schedulers", has_optimizer=optimizer is not None)
+
+    cb = _callbacks_module()
+    for key, cls_name in _OPTION_CLASSES.items():
+        kwargs = check_dict(init.get(key), f"{p}.{key}")
+        _check_kwargs(getattr(cb, cls_name), kwargs, f"{p}.{key}")
+    for kind, key in (("callback", "callbacks"), ("logger", "loggers")):
+        if init.get(key) is not None and not isinstance(init[key], list):
+            raise ConfigError(f"{p}.{key} must be a list of {{ClassName: arguments}} items, got {init[key]!r}.")
+        for name, kwargs, where in _named_items(init.get(key), f"{p}.{key}"):
+            cls = _resolve(kind, name, base_dir, where)
+            if kind == "callback" and isinstance(cls, type) and issubclass(cls, cb.CoreCallback):
+                section = _CORE_CALLBACKS.get(cls.__name__)
+                raise ConfigError(f"{where}: {name} is a core callback, not a user callback; configure it under "
+                                  f"{p}.{section or '<its own section>'} instead.")
+            if kind == "logger" and isinstance(cls, type) and not issubclass(cls, cb.Logger):
+                raise ConfigError(f"{where}: {name} is not a Logger (TensorBoardLogger, CSVLogger, ProgressLogger or a "
+                                  f"subclass of cstorch.trainer.loggers.Logger); user callbacks go under "
+                                  f"{p}.callbacks.")
+            _check_kwargs(cls, kwargs, where)
+
+    loop = check_dict(init.get("loop"), f"{p}.loop")
+    fit = spec.get("fit") or {}
+    for where, dl in _dataloader_specs(spec, path):
+        _check_dataloader(dl, where, base_dir)
+    train_dl = fit.get("train_dataloader")
+    if isinstance(train_dl, dict) and "batch_size" in train_dl:
+        bs, accum = train_dl["batch_size"], loop.get("grad_accum_steps", 1)
+        if is_int(bs) and is_int(accum) and accum > 0 and bs % accum:
+            raise ConfigError(
+                f"{path}.fit.train_dataloader.batch_size ({bs}) is not divisible by {p}.loop.grad_accum_steps "
+                f"({accum}): every batch is split into grad_accum_steps equal micro-batches. Pick a batch size that "
+                f"is a multiple of {accum}, or another grad_accum_steps.")
+    for name, key in (("fit", "ckpt_path"), ("validate", "ckpt_path")):
+        value = (spec.get(name) or {}).get(key)
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ConfigError(f"{path}.{name}.{key} must be a path (or null for no checkpoint), got {value!r}.")
+    paths = (spec.get("validate_all") or {}).get("ckpt_paths")
+    if paths is not None and not isinstance(paths, str) and not (
+            isinstance(paths, list) and all(isinstance(x, str) for x in paths)):
+        raise ConfigError(f"{path}.validate_all.ckpt_paths must be a path, a glob or a list of paths, got {paths!r}.")
+
+    if mode is None:
+        return
+    if mode in ("train", "train_and_eval"):
+        if train_dl is None:
+            raise ConfigError(f"mode {mode!r} needs {path}.fit.train_dataloader.")
+        if optimizer is None:
+            raise ConfigError(f"mode {mode!r} needs {p}.optimizer (e.g. {{AdamW: {{lr: 0.001}}}}).")
+        if init.get("loop") is not None:  # absent: the Trainer's default TrainingLoop(num_epochs=1)
+            _try_build(cb.TrainingLoop, loop, f"{p}.loop")
+    else:
+        if _val_dataloaders(spec, mode) is None:
+            needs = ("validate.val_dataloader" if mode == "eval" else "validate_all.val_dataloaders")
+            raise ConfigError(f"mode {mode!r} needs {path}.{needs} (or {path}.fit.val_dataloader).")
+        _try_build(cb.ValidationLoop, {"eval_steps": loop.get("eval_steps")}, f"{p}.loop")
+
+
+def _try_build(cls, kwargs: dict, path: str):
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def _check_device(init: dict, p: str) -> None:
+    has_backend = init.get("backend") is not None
+    if init.get("device") is not None and has_backend:
+        raise ConfigError(f"{p}.device and {p}.backend are mutually exclusive: give device ({init['device']!r}) "
+                          f"for defaults, or backend: {{backend_type: ..., ...}} for settings, not both.")
+    if init.get("device") is not None:
+        dev = init["device"]
+        if not isinstance(dev, str) or dev.upper() not in DEVICES + ("XLA",):
+            raise ConfigError(f"{p}.device must be one of {', '.join(DEVICES)}, got {dev!r}.")
+    if not has_backend:
+        return
+    b = check_dict(init["backend"], f"{p}.backend")
+    btype = str(b.get("backend_type", "CSX")).upper()
+    btype = "CSX" if btype == "XLA" else btype
+    if btype not in _BACKEND_KEYS:
+        raise ConfigError(f"{p}.backend.backend_type must be one of {', '.join(DEVICES)}, got {b['backend_type']!r}.")
+    check_keys(b, _BACKEND_KEYS[btype], f"{p}.backend", f"the {btype} backend")
+    if b.get("compile_only") and b.get("validate_only"):
+        raise ConfigError(f"{p}.backend: compile_only and validate_only are mutually exclusive; set at most one.")
+    if b.get("cluster_config") is not None:
+        cc = check_dict(b["cluster_config"], f"{p}.backend.cluster_config")
+        check_keys(cc, cluster_fields(), f"{p}.backend.cluster_config", "ClusterConfig")
+        from cstorch.distributed import ClusterConfig
+
+        _try_build(ClusterConfig, cc, f"{p}.backend.cluster_config")
+
+
+def _resolve(kind: str, name, base_dir, where: str):
+    try:
+        return registry.resolve(kind, name, base_dir)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def _check_model(model, where: str, base_dir) -> None:
+    model = check_dict(model, where, allow_none=False)
+    if "name" not in model:
+        raise ConfigError(f"{where}.name is missing: name the model (a registered name, package.module.Class or "
+                          f"path/to/file.py:Class).")
+    kwargs = {k: v for k, v in model.items() if k != "name"}
+    _check_kwargs(_resolve("model", model["name"], base_dir, f"{where}.name"), kwargs, where)
+
+
+def _check_optimizer(opt, where: str):
+    """(class, kwargs) of the optimizer spec, or None."""
+    if opt is None:
+        return None
+    opt = check_dict(opt, where)
+    if len(opt) != 1:
+        raise ConfigError(f"{where} must have exactly one key, the optimizer class (e.g. {{AdamW: {{lr: 0.001}}}}); "
+                          f"got {sorted(map(str, opt)) or 'none'}.")
+    (name, kwargs), = opt.items()
+    from cstorch.optim.configure import _RENAMED_KEYS, _subclasses, optimizer_class
+    from cstorch.optim.optimizer import Optimizer
+
+    try:
+        cls = optimizer_class(str(name))
+    except ValueError:
+        known = sorted({c.__name__ for c in _subclasses(Optimizer) if not c.__name__.startswith("_")})
+        raise ConfigError(f"{where}: unknown optimizer {name!r}.{suggest(name, known)} Optimizers (any case): "
+                          f"{', '.join(known)}.") from None
+    p = f"{where}.{name}"
+    kwargs = check_dict(kwargs, p)
+    accepted = {k for k in inspect.signature(cls).parameters if k != "params"}
+    old = [k for k in kwargs if k in _RENAMED_KEYS and k not in accepted]
+    if old:
+        fixes = ", ".join(f"{k} -> {_RENAMED_KEYS[k]}" if _RENAMED_KEYS[k] else f"{k} (remove)" for k in old)
+        raise ConfigError(f"{p}: keys of an older format are not accepted: {fixes}.")
+    _check_kwargs(cls, kwargs, p, skip=("params", "lr"), extra=_OPTIMIZER_EXTRA_KEYS)
+    if "lr" in kwargs and "learning_rate" in kwargs:
+        raise ConfigError(f"{p}: give lr or learning_rate, not both.")
+    for key in ("lr", "learning_rate"):
+        if key in kwargs and not is_number(kwargs[key]):
+            if isinstance(kwargs[key], (dict, list)):
+                raise ConfigError(f"{p}.{key} is a schedule; move it to the schedulers section as "
+                                  f"schedulers: [{{learning_rate: <this value>}}] (or use {{ClassName: kwargs}} "
+                                  f"scheduler items).")
+            raise ConfigError(f"{p}.{key} must be a number, got {kwargs[key]!r}.")
+    adjust = kwargs.get("adjust_learning_rate")
+    if adjust is not None and not (isinstance(adjust, dict) and all(is_number(v) for v in adjust.values())):
+        raise ConfigError(f"{p}.adjust_learning_rate must map parameter-name substrings to numbers, got {adjust!r}.")
+    return cls, kwargs
+
+
+def _scheduler_classes() -> dict[str, type]:
+    from cstorch.optim import lr_scheduler as lr, weight_decay_scheduler as wd
+
+    table = {}
+    for module, base in ((lr, "LRScheduler"), (wd, "WeightDecayScheduler")):
+        for name in module.__all__:
+            if name != base:
+                table[name] = getattr(module, name)
+    return table
+
+
+def _scheduler_class(name: str, where: str) -> type:
+    table = _scheduler_classes()
+    if name in table:
+        return table[name]
+    folded = [k for k in table if k.lower() == str(name).lower()]
+    if len(folded) == 1:
+        return table[folded[0]]
+    raise ConfigError(f"{where}: unknown scheduler {name!r}.{suggest(name, table)} Schedulers are classes of "
+                      f"cstorch.optim.lr_scheduler / weight_decay_scheduler: {', '.join(sorted(table))}.")
+
+
+def _is_kind(cls, *names) -> bool:
+    return any(c.__name__ in names for c in cls.__mro__)
+
+
+def _check_schedulers(value, where: str, has_optimizer: bool) -> None:
+    if value is None:
+        return
+    if not has_optimizer:
+        raise ConfigError(f"{where} is given without an optimizer to schedule; add the optimizer section.")
+    if not isinstance(value, (list, dict)):
+        raise ConfigError(f"{where} must be a list of {{SchedulerClass: arguments}} items, got {value!r}.")
+    items = value if isinstance(value, list) else [value]
+    for i, item in enumerate(items):
+        item_where = f"{where}[{i}]" if isinstance(value, list) else where
+        if isinstance(item, dict) and set(item) == {"learning_rate"}:
+            _check_legacy_lr(item["learning_rate"], f"{item_where}.learning_rate")
+        else:
+            _check_scheduler_item(item, item_where)
+
+
+def _check_scheduler_item(item, where: str, in_sequence: bool = False) -> None:
+    (name, kwargs, p), = _named_item(item, where)
+    cls = _scheduler_class(name, where)
+    kwargs = dict(kwargs)
+    if in_sequence and "total_iters" in kwargs and "total_iters" not in inspect.signature(cls).parameters:
+        kwargs.pop("total_iters")  # how long it runs inside the sequence; used for the milestones only
+    if _is_kind(cls, "SequentialScheduler", "ChainedScheduler"):
+        children = kwargs.get("schedulers")
+        if not isinstance(children, list) or not children:
+            raise ConfigError(f"{p}.schedulers must be a non-empty list of {{SchedulerClass: arguments}} items.")
+        sequential = _is_kind(cls, "SequentialScheduler")
+        for j, child in enumerate(children):
+            _check_scheduler_item(child, f"{p}.schedulers[{j}]", in_sequence=sequential)
+        if sequential and kwargs.get("milestones") is None:
+            for j, child in enumerate(children[:-1]):
+                (_, ckw), = child.items()
+                total = (ckw or {}).get("total_iters")
+                if not is_int(total) or total <= 0:
+                    raise ConfigError(f"{p}.schedulers[{j}] needs a positive integer total_iters: {name}'s "
+                                      f"milestones are computed from the total_iters of all but the last scheduler "
+                                      f"(or give {p}.milestones).")
+        milestones = kwargs.get("milestones")
+        if sequential and milestones is not None and not (
+                isinstance(milestones, list) and len(milestones) == len(children) - 1
+                and all(is_int(m) and m >= 0 for m in milestones)):
+            raise ConfigError(f"{p}.milestones must be a list of {len(children) - 1} step number(s), one fewer than "
+                              f"the schedulers (or leave it out to use their total_iters); got {milestones!r}.")
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("schedulers", "milestones")}
+        skip = ("optimizer", "schedulers", "milestones")
+    elif _is_kind(cls, "ScalePerParamScheduler"):
+        if kwargs.get("scheduler") is None:
+            raise ConfigError(f"{p}.scheduler is missing: {name} scales one scheduler, {{SchedulerClass: arguments}}.")
+        _check_scheduler_item(kwargs.pop("scheduler"), f"{p}.scheduler")
+        skip = ("optimizer", "scheduler")
+    else:
+        skip = ("optimizer",)
+    _check_kwargs(cls, kwargs, p, skip=skip)
+
+
+def _named_item(item, where: str) -> list[tuple[str, dict, str]]:
+    if not isinstance(item, dict) or len(item) != 1:
+        raise ConfigError(f"{where} must be a mapping with exactly one key, the scheduler class, holding its "
+                          f"arguments (e.g. {{CosineDecayLR: {{initial_learning_rate: 0.001, ...}}}}); got {item!r}.")
+    (name, kwargs), = item.items()
+    return [(str(name), check_dict(kwargs, f"{where}.{name}"), f"{where}.{name}")]
+
+
+def _check_legacy_lr(value, where: str) -> None:
+    """Static checks of the cstorch 2.0-2.3 `learning_rate` form (built by configure_lr_scheduler)."""
+    from cstorch.optim import scheduler_config as sc
+
+    if isinstance(value, str):
+        try:
+            float(value)
+            return
+        except ValueError:
+            raise ConfigError(f"{where} {value!r} is a string but not a number.") from None
+    if is_number(value):
+        return
+    specs = value if isinstance(value, list) else [value]
+    if not isinstance(value, (list, dict)) or not specs:
+        raise ConfigError(f"{where} must be a number, a scheduler dict or a non-empty list of scheduler dicts, "
+                          f"got {value!r}.")
+    for i, spec in enumerate(specs):
+        w = f"{where}[{i}]" if isinstance(value, list) else where
+        if not isinstance(spec, dict) or "scheduler" not in spec:
+            raise ConfigError(f"{w} must be a dict with a `scheduler` key naming the scheduler class "
+                              f"(e.g. scheduler: CosineDecay), got {spec!r}.")
+        try:
+            cls = sc._find_class(spec["scheduler"])
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{w}.scheduler: {e}") from None
+        accepted = [k for k in inspect.signature(cls).parameters if k != "optimizer"]
+        for key in spec:
+            if key in ("scheduler", "main_scheduler") or key in accepted:
+                continue
+            if key == "total_iters" and isinstance(value, list):
+                continue  # its duration inside the sequence
+            fix = f" (renamed to {sc._OLD_KEYS[key]!r})" if key in sc._OLD_KEYS else ""
+            raise ConfigError(f"Unknown key {w}.{key}: {cls.__name__} takes no argument {key!r}{fix}."
+                              f"{suggest(key, accepted)} Valid keys: {', '.join(accepted)}.")
+
+
+def _dataloader_specs(spec: dict, path: str) -> list[tuple[str, Any]]:
+    out = []
+    for section, key in (("fit", "train_dataloader"), ("fit", "val_dataloader"), ("validate", "val_dataloader"),
+                         ("validate_all", "val_dataloaders")):
+        value = (spec.get(section) or {}).get(key)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            if key == "train_dataloader":
+                raise ConfigError(f"{path}.{section}.{key} must be one dataloader mapping, not a list.")
+            out += [(f"{path}.{section}.{key}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            out.append((f"{path}.{section}.{key}", value))
+    return out
+
+
+def _check_dataloader(dl, where: str, base_dir) -> type:
+    dl = check_dict(dl, where, allow_none=False)
+    if "data_processor" not in dl:
+        raise ConfigError(f"{where}.data_processor is missing: name the data processor class (a registered name, "
+                          f"package.module.Class or path/to/file.py:Class).")
+    cls = _resolve("data_processor", dl["data_processor"], base_dir, f"{where}.data_processor")
+    kwargs = {k: v for k, v in dl.items() if k != "data_processor"}
+    if "batch_size" in kwargs and (not is_int(kwargs["batch_size"]) or kwargs["batch_size"] <= 0):
+        raise ConfigError(f"{where}.batch_size must be a positive integer, got {kwargs['batch_size']!r}.")
+    _check_kwargs(cls, kwargs, where)
+    return cls
+
+
+def _val_dataloaders(spec: dict, mode: str):
+    """The val dataloader spec(s) `mode` runs on (with the documented fallbacks), or None."""
+    fit, val, val_all = (spec.get(k) or {} for k in ("fit", "validate", "validate_all"))
+    if mode == "train_and_eval":
+        return fit.get("val_dataloader")
+    if mode == "eval":
+        return val.get("val_dataloader") or fit.get("val_dataloader")
+    if mode == "eval_all":
+        return val_all.get("val_dataloaders") or val.get("val_dataloader") or fit.get("val_dataloader")
+    return None
+
+
+# ======================================================================================
+# building
+# ======================================================================================
+def _unwrap(trainer_params: dict) -> dict:
+    if isinstance(trainer_params, dict) and set(trainer_params) == {"trainer"} \
+            and isinstance(trainer_params["trainer"], dict):
+        return trainer_params["trainer"]
+    return trainer_params
+
+
+def _model_factory(spec: dict, base_dir) -> Callable:
+    cls = registry.resolve("model", spec["name"], base_dir)
+    kwargs = {k: v for k, v in spec.items() if k != "name"}
+    return functools.partial(_call_with_copy, cls, kwargs)
+
+
+def _call_with_copy(fn, kwargs):
+    return fn(**copy.deepcopy(kwargs))
+
+
+def _optimizer_factory(opt_spec: dict) -> Callable:
+    (name, kwargs), = opt_spec.items()
+    kwargs = dict(kwargs or {})
+
+    def make_optimizer(model):
+        from cstorch.optim import configure_optimizer, configure_param_groups
+
+        params = copy.deepcopy(kwargs)
+        groups = configure_param_groups(model, params)  # takes weight_decay and adjust_learning_rate
+        return configure_optimizer(str(name), groups, **params)
+
+    make_optimizer.__qualname__ = f"make_optimizer[{name}]"
+    return make_optimizer
+
+
+def _has_adjusted_groups(optimizer) -> bool:
+    return any("adjust_learning_rate" in g for g in getattr(optimizer, "param_groups", ()))
+
+
+def _build_scheduler(optimizer, item):
+    (name, kwargs), = item.items()
+    cls = _scheduler_class(str(name), "schedulers")
+    kwargs = copy.deepcopy(kwargs or {})
+    if _is_kind(cls, "SequentialScheduler", "ChainedScheduler"):
+        specs = kwargs.pop("schedulers")
+        children = []
+        durations = []
+        for child in specs:
+            (cname, ckw), = child.items()
+            ckw = dict(ckw or {})
+            ccls = _scheduler_class(str(cname), "schedulers")
+            durations.append(ckw.get("total_iters"))
+            if "total_iters" in ckw and "total_iters" not in inspect.signature(ccls).parameters:
+                ckw.pop("total_iters")
+            children.append(_build_scheduler(optimizer, {cname: ckw}))
+        if _is_kind(cls, "SequentialScheduler"):
+            if kwargs.get("milestones") is None:
+                milestones, total = [], 0
+                for d in durations[:-1]:
+                    total += int(d)
+                    milestones.append(total)
+                kwargs["milestones"] = milestones
+            return cls(optimizer, children, **kwargs)
+        return cls(children, **kwargs)
+    if _is_kind(cls, "ScalePerParamScheduler"):
+        return cls(optimizer, _build_scheduler(optimizer, kwargs.pop("scheduler")), **kwargs)
+    return cls(optimizer, **kwargs)
+
+
+def _scheduler_factory(item) -> Callable:
+    """`optimizer -> Scheduler` for one item of the schedulers list."""
+    item = copy.deepcopy(item)
+
+    def make_scheduler(optimizer):
+        from cstorch.optim import configure_lr_scheduler, lr_scheduler
+
+        adjusted = _has_adjusted_groups(optimizer)
+        if set(item) == {"learning_rate"}:
+            return configure_lr_scheduler(optimizer, item["learning_rate"],
+                                          adjust_learning_rate=True if adjusted else None)
+        scheduler = _build_scheduler(optimizer, item)
+        if adjusted and isinstance(scheduler, lr_scheduler.LRScheduler) \
+                and not isinstance(scheduler, lr_scheduler.ScalePerParamLR):
+            scheduler = lr_scheduler.ScalePerParamLR(optimizer, scheduler)
+        return scheduler
+
+    make_scheduler.__qualname__ = f"make_scheduler[{next(iter(item))}]"
+    return make_scheduler
+
+
+def _build_dataloader(spec: dict, base_dir, where: str):
+    from cstorch.utils.data import DataLoader
+
+    cls = registry.resolve("data_processor", spec["data_processor"], base_dir)
+    kwargs = copy.deepcopy({k: v for k, v in spec.items() if k != "data_processor"})
+    processor = _try_build(cls, kwargs, where)
+    if callable(getattr(processor, "create_dataloader", None)):
+        return DataLoader(processor.create_dataloader)
+    if hasattr(processor, "__iter__"):
+        return DataLoader(lambda: processor)
+    raise ConfigError(f"{where}: data processor {spec['data_processor']!r} ({type(processor).__name__}) has no "
+                      f"create_dataloader() and is not iterable; give it one of the two.")
+
+
+def _build_dataloaders(value, base_dir, where: str):
+    if isinstance(value, list):
+        return [_build_dataloader(v, base_dir, f"{where}[{i}]") for i, v in enumerate(value)]
+    return _build_dataloader(value, base_dir, where)
+
+
+def _make_backend(spec: dict, where: str, model_dir: str):
+    """The CSX/CPU/GPU backend of `backend:` (the process's existing one when its settings match);
+    artifacts go to `<model_dir>/cerebras_logs` unless the spec says `artifact_dir`."""
+    import cstorch
+    from cstorch.distributed import ClusterConfig
+
+    kwargs = copy.deepcopy(spec)
+    btype = str(kwargs.pop("backend_type", "CSX")).upper()
+    btype = "CSX" if btype == "XLA" else btype
+    kwargs.setdefault("artifact_dir", os.path.join(os.path.abspath(model_dir), "cerebras_logs"))
+    if kwargs.get("cluster_config") is not None:
+        kwargs["cluster_config"] = ClusterConfig(**kwargs["cluster_config"])
+    existing = cstorch.backend()
+    if existing is not None:
+        same = existing.backend_type.name == btype and all(
+            getattr(existing, k, None) == v for k, v in kwargs.items()
+            if k in ("cluster_config", "compile_only", "validate_only", "compile_dir"))
+        if not same:
+            raise ConfigError(f"{where}: this process already has a {existing.backend_type.name} backend with other "
+                              f"settings (one backend per process); run this trainer in its own process.")
+        return existing
+    try:
+        return cstorch.backend(btype, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def trainer_arguments(init: dict, training: bool, base_dir: Optional[str] = None,
+                      path: str = "trainer.init") -> dict:
+    """Every keyword argument of `Trainer` except `model`, from a validated `init` section:
+    model_dir, seed; when `training`, the optimizer (`model -> Optimizer`) and schedulers
+    (`optimizer -> Scheduler`); precision, checkpoint, logging; the loop (`TrainingLoop`
+    when `training` (None without `loop:`, the Trainer's default), else
+    `ValidationLoop(eval_steps=loop.eval_steps)`); callbacks, loggers; and LAST the backend
+    (`backend:`) or device, so that a backend is created only once everything else was
+    built. `base_dir` anchors relative file names; `path` (the key path of `init`)
+    prefixes the key paths in errors."""
+    cb = _callbacks_module()
+    kwargs: dict[str, Any] = {"model_dir": init.get("model_dir", DEFAULT_MODEL_DIR), "seed": init.get("seed")}
+    if training and init.get("optimizer") is not None:
+        kwargs["optimizer"] = _optimizer_factory(init["optimizer"])
+        items = init.get("schedulers")
+        if items is not None:
+            items = items if isinstance(items, list) else [items]
+            kwargs["schedulers"] = [_scheduler_factory(item) for item in items]
+    for key in ("precision", "checkpoint", "logging"):
+        if init.get(key) is not None:
+            kwargs[key] = _try_build(getattr(cb, _OPTION_CLASSES[key]), copy.deepcopy(init[key]), f"{path}.{key}")
+    loop = copy.deepcopy(init.get("loop") or {})
+    if training:
+        kwargs["loop"] = _try_build(cb.TrainingLoop, loop, f"{path}.loop") if init.get("loop") is not None else None
+    else:
+        kwargs["loop"] = _try_build(cb.ValidationLoop, {"eval_steps": loop.get("eval_steps")}, f"{path}.loop")
+    for kind, key in (("callback", "callbacks"), ("logger", "loggers")):
+        if init.get(key) is None:
+            continue
+        objs = []
+        for name, ckw, where in _named_items(init[key], f"{path}.{key}"):
+            objs.append(_try_build(registry.resolve(kind, name, base_dir), copy.deepcopy(ckw), where))
+        kwargs[key] = objs
+
+    # the backend last: every other mistake has been reported by now
+    import cstorch
+
+    if init.get("backend") is not None:
+        kwargs["backend"] = _make_backend(init["backend"], f"{path}.backend", kwargs["model_dir"])
+    elif init.get("device") is not None:
+        device = str(init["device"]).upper()
+        kwargs["device"] = "CSX" if device == "XLA" else device
+    elif cstorch.backend() is None:
+        kwargs["device"] = "CSX"
+    return kwargs
+
+
+def _run_arguments(spec: dict, mode: str, base_dir, path: str) -> dict:
+    """The keyword arguments of the run method of `mode` (the dataloaders built)."""
+    run_kwargs: dict[str, Any] = {}
+    fit, val, val_all = (spec.get(k) or {} for k in ("fit", "validate", "validate_all"))
+    if mode in ("train", "train_and_eval"):
+        run_kwargs["train_dataloader"] = _build_dataloader(fit["train_dataloader"], base_dir,
+                                                           f"{path}.fit.train_dataloader")
+        if mode == "train_and_eval":
+            if fit.get("val_dataloader") is not None:
+                run_kwargs["val_dataloader"] = _build_dataloaders(fit["val_dataloader"], base_dir,
+                                                                  f"{path}.fit.val_dataloader")
+            else:
+                _log.warning("mode train_and_eval: this trainer has no fit.val_dataloader; it trains only.")
+        if "ckpt_path" in fit:
+            run_kwargs["ckpt_path"] = fit["ckpt_path"]
+    elif mode == "eval":
+        run_kwargs["val_dataloader"] = _build_dataloaders(_val_dataloaders(spec, mode), base_dir,
+                                                          f"{path}.validate.val_dataloader")
+        if "ckpt_path" in val:
+            run_kwargs["ckpt_path"] = val["ckpt_path"]
+    else:
+        dls = _build_dataloaders(_val_dataloaders(spec, mode), base_dir, f"{path}.validate_all.val_dataloaders")
+        run_kwargs["val_dataloaders"] = dls if isinstance(dls, list) else [dls]
+        if "ckpt_paths" in val_all:
+            run_kwargs["ckpt_paths"] = val_all["ckpt_paths"]
+    return run_kwargs
+
+
+def configure_trainer_from_config(trainer_params: dict, mode: str, base_dir: Optional[str] = None,
+                                  path: str = "trainer"):
+    """`(Trainer, run_kwargs)` for one trainer dict (the value of `trainer:`, or
+    `{"trainer": <it>}`) and `mode`; `getattr(trainer, MODE_METHODS[mode])(**run_kwargs)`
+    runs it. Validates first; the backend is created last (by `trainer_arguments`), after
+    the dataloaders and everything else were built. `base_dir` anchors relative file
+    names; `path` prefixes the key paths in errors."""
+    _check_mode(mode)
+    spec = _unwrap(trainer_params)
+    validate_trainer(spec, mode, base_dir, path)
+    init = spec["init"]
+    model = _model_factory(init["model"], base_dir)
+    run_kwargs = _run_arguments(spec, mode, base_dir, path)
+    kwargs = trainer_arguments(init, mode in ("train", "train_and_eval"), base_dir, f"{path}.init")
+
+    from .trainer import Trainer
+
+    return Trainer(model=model, **kwargs), run_kwargs
+
+
+def run_trainer(mode: str, params: dict, base_dir: Optional[str] = None) -> list:
+    """Validate every trainer of `params` for `mode`, then build and run each in order.
+    Returns the trainers."""
+    _check_mode(mode)
+    specs = trainer_specs(params)
+    for path, spec in specs:
+        validate_trainer(spec, mode, base_dir, path)
+    trainers = []
+    for path, spec in specs:
+        trainer, run_kwargs = configure_trainer_from_config(spec, mode, base_dir, path)
+        getattr(trainer, MODE_METHODS[mode])(**run_kwargs)
+        trainers.append(trainer)
+    return trainers
+
+
+__all__ = ["ConfigError", "MODES", "MODE_METHODS", "DEFAULT_MODEL_DIR", "load_params", "is_legacy",
+           "convert_legacy", "trainer_specs", "validate_params", "validate_trainer", "trainer_arguments",
+           "configure_trainer_from_config", "run_trainer"]

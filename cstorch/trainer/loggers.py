@@ -1,0 +1,130 @@
+"""Loggers: where the trainer's logged metrics go.
+
+A `Logger` is a callback with `log_metrics(metrics, step)`, called with plain floats on
+every log step (train metrics: `loss`, `lr`, `loss_scale` with dynamic loss scaling,
+`throughput` in samples/s) and after every validation (`eval/loss` and the model's
+metrics). The default loggers are `ProgressLogger`, `TensorBoardLogger` and `CSVLogger`.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from typing import Optional
+
+from .callbacks.base import Callback
+
+
+class Logger(Callback):
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None: ...
+
+
+class TensorBoardLogger(Logger):
+    """Scalars into TensorBoard event files under `summary_dir` (default: the trainer's
+    `summary_dir`, `<model_dir>/<timestamp>`), readable with
+    `cstorch.utils.tensorboard.SummaryReader` or TensorBoard itself."""
+
+    def __init__(self, summary_dir: Optional[str] = None, legacy_event_dirs: bool = False):
+        self.summary_dir = summary_dir
+        self.legacy_event_dirs = legacy_event_dirs
+        self.writer = None
+
+    def setup(self, trainer):
+        from cstorch.utils.tensorboard import SummaryWriter
+
+        self.summary_dir = os.path.abspath(self.summary_dir or trainer.summary_dir)
+        self.writer = SummaryWriter(log_dir=self.summary_dir)
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        for name, value in metrics.items():
+            self.writer.add_scalar(name, value, step)
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+    def on_fit_end(self, trainer, loop):
+        self.flush()
+
+    def on_validate_end(self, trainer, model, loop):
+        self.flush()
+
+    def finalize(self):
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class CSVLogger(Logger):
+    """One row `step,name,value` per logged scalar, appended to `path` (default
+    `<summary_dir>/metrics.csv`), flushed at every log step so a killed run keeps its
+    rows."""
+
+    def __init__(self, path: Optional[str] = None):
+        self.path = path
+        self._file = None
+        self._writer = None
+
+    def setup(self, trainer):
+        self.path = os.path.abspath(self.path or os.path.join(trainer.summary_dir, "metrics.csv"))
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fresh = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        self._file = open(self.path, "a", newline="")
+        self._writer = csv.writer(self._file)
+        if fresh:
+            self._writer.writerow(["step", "name", "value"])
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        for name, value in metrics.items():
+            self._writer.writerow([step, name, repr(float(value))])
+        self._file.flush()
+
+    def finalize(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class ProgressLogger(Logger):
+    """A tqdm bar over the fit's global steps showing the last logged loss; tqdm adds the
+    rate (steps/s). `enabled="auto"` shows it only when stderr is a terminal. While a
+    trainer with a ProgressLogger runs, the executor's own pipeline bar is off."""
+
+    def __init__(self, enabled="auto"):
+        if enabled not in (True, False, "auto"):
+            raise ValueError(f"ProgressLogger enabled must be True, False or 'auto', got {enabled!r}")
+        self.enabled = enabled
+        self._bar = None
+
+    def _show(self) -> bool:
+        import sys
+
+        return sys.stderr.isatty() if self.enabled == "auto" else bool(self.enabled)
+
+    def on_fit_start(self, trainer, train_dataloader, val_dataloader, loop):
+        if self._show():
+            from tqdm.auto import tqdm
+
+            plan = trainer.fit_plan
+            self._bar = tqdm(total=plan.end, initial=plan.start, unit="step", desc="train", dynamic_ncols=True)
+
+    def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
+        if self._bar is not None:
+            self._bar.update(trainer.global_step - self._bar.n)
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        if self._bar is not None and "loss" in metrics:
+            self._bar.set_postfix(loss=f"{metrics['loss']:.4f}", refresh=False)
+
+    def on_fit_end(self, trainer, loop):
+        self.finalize()
+
+    def on_fit_exception(self, trainer, exception):
+        self.finalize()
+
+    def finalize(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

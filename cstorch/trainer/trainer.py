@@ -1,0 +1,753 @@
+"""`Trainer`: the Model Zoo trainer on the cstorch API (`cerebras.modelzoo.Trainer`).
+
+Construction, in order: the arguments are checked (nothing is created before every
+check passed); `seed` seeds torch; the backend is created (`device`) or taken
+(`backend`); the model is built (a factory is called now) and compiled; the optimizer
+and schedulers are built; then `pre_setup`, `setup` and `post_setup` run on every
+callback. Callbacks run in this fixed order: the loop (`TrainingLoop`/`ValidationLoop`),
+`precision`, `logging`, the user `callbacks`, globally registered callbacks, the
+`loggers`, and `checkpoint` last.
+
+Hook order of `fit(train_dl, val_dl)` (the `*_step_*` hooks and the step internals run
+inside the traced step: on CSX once, while the step is captured):
+
+    on_enter_fit, on_fit_start
+      per stretch between validations (loop_idx = 0, 1, ...):
+        on_enter_train, on_train_start
+          per batch:  on_train_batch_start
+                      [on_train_step_start
+                       per micro-batch: on_before_forward, on_after_forward,
+                                        on_before_backward, on_after_backward
+                       on_before_optimizer_step, on_after_optimizer_step,
+                       on_before_optimizer_zero_grad, on_after_optimizer_zero_grad,
+                       per scheduler: on_before_scheduler_step, on_after_scheduler_step
+                       on_train_step_end]
+                      on_train_batch_end
+                      on a checkpoint step, once the step's values exist:
+                        on_save_checkpoint, postprocess_checkpoint, on_after_save_checkpoint
+        on_train_end
+        when this stretch ends at a validation point, per validation dataloader:
+          on_enter_validate, on_validate_start,
+          per batch: on_validate_batch_start, [on_validate_step_start,
+                     on_before_forward, on_after_forward, on_validate_step_end],
+                     on_validate_batch_end
+          on_validate_end
+        then run_validation(loop_idx, is_last) on every ValidationCallback
+    on_fit_end
+
+Loading a checkpoint (before the run, when `ckpt_path` names one or autoload finds
+one): on_before_load_checkpoint, preprocess_checkpoint, on_load_checkpoint. An
+exception in the run calls on_train_exception / on_validate_exception and
+on_fit_exception, then propagates.
+
+The step. `model(batch)` runs under the precision's autocast and returns a loss tensor,
+a `(loss, output)` pair or a dict with "loss" (validation may omit it); the loss is
+backpropagated (scaled when loss scaling is on), gradients are unscaled and clipped,
+the optimizer steps, gradients are zeroed and every scheduler steps. The loss, the
+learning rate of param group 0 (before this step's scheduler update) and the loss scale
+are logged on log steps through a step closure; `throughput` is samples/s between
+log steps. `global_step` counts optimizer steps.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import glob
+import logging
+import math
+import os
+import time
+import warnings
+from typing import Callable, Optional, Union
+
+import torch
+import torch.utils._pytree as pytree
+
+import cstorch
+
+from .callbacks.base import Callback, CoreCallback, ValidationCallback, global_callbacks
+from .callbacks.checkpoint import Checkpoint
+from .callbacks.logs import Logging
+from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
+from .callbacks.precision import MixedPrecision
+from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
+from .stream import TrainStream
+
+log = logging.getLogger("cstorch.trainer")
+
+_DEVICES = ("CSX", "CPU", "GPU")
+
+
+def _timestamp_dir(parent: str) -> str:
+    """`parent/<YYYYmmdd_HHMMSS>` (with a suffix if taken), created."""
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    path, n = os.path.join(parent, stamp), 1
+    while True:
+        try:
+            os.makedirs(path)
+            return path
+        except FileExistsError:
+            path, n = os.path.join(parent, f"{stamp}_{n}"), n + 1
+
+
+def _as_outputs(out) -> dict:
+    """The model's return value as a dict of outputs (with "loss" when there is one)."""
+    if isinstance(out, torch.Tensor):
+        return {"loss": out} if out.dim() == 0 else {"output": out}
+    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], torch.Tensor):
+        return {"loss": out[0], "output": out[1]}
+    if isinstance(out, dict):
+        return dict(out)
+    raise TypeError(f"The model's forward returned {type(out).__name__}; the Trainer expects a loss tensor, a "
+                    f"(loss, output) pair or a dict with a 'loss' key.")
+
+
+def _loss_of(outputs: dict) -> torch.Tensor:
+    loss = outputs.get("loss")
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        raise ValueError(
+            f"Training needs the model's forward to return the loss: a scalar tensor, a (loss, output) pair or a "
+            f"dict with a scalar 'loss'; got outputs {sorted(outputs)} with loss {type(loss).__name__}"
+            + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else ""))
+    return loss
+
+
+def _batch_size(batch) -> Optional[int]:
+    sizes = {t.shape[0] for t in pytree.tree_leaves(batch) if isinstance(t, torch.Tensor) and t.dim() > 0}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _micro_batches(batch, n: int) -> list:
+    """`batch` split on dim 0 into `n` equal parts (non-tensor leaves are shared)."""
+    leaves, spec = pytree.tree_flatten(batch)
+    size = _batch_size(batch)
+    m = size // n
+    return [pytree.tree_unflatten([x[i * m:(i + 1) * m] if isinstance(x, torch.Tensor) and x.dim() > 0 else x
+                                   for x in leaves], spec) for i in range(n)]
+
+
+def _loader_list(value, name: str) -> list:
+    if value is None:
+        return []
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for i, dl in enumerate(items):
+        if not isinstance(dl, cstorch.utils.data.DataLoader):
+            where = name if len(items) == 1 else f"{name}[{i}]"
+            raise TypeError(f"{where} must be a cstorch.utils.data.DataLoader (wrap your loader as "
+                            f"cstorch.utils.data.DataLoader(input_fn)), got {type(dl).__name__}")
+    return items
+
+
+class Trainer:
+    def __init__(self, device: Optional[str] = None, backend=None, model_dir: Optional[str] = None,
+                 model: Union[torch.nn.Module, Callable[[], torch.nn.Module], None] = None, optimizer=None,
+                 schedulers=None, precision: Optional[MixedPrecision] = None, sparsity=None,
+                 loop: Union[TrainingLoop, ValidationLoop, None] = None, checkpoint: Optional[Checkpoint] = None,
+                 logging: Optional[Logging] = None, callbacks: Optional[list] = None,
+                 loggers: Optional[list] = None, seed: Optional[int] = None, autorestart=None):
+        self._check_arguments(device, backend, model_dir, model, optimizer, schedulers, precision, sparsity, loop,
+                              checkpoint, logging, callbacks, loggers, seed, autorestart)
+        self.model_dir = os.path.abspath(model_dir)
+        self.loop = loop if loop is not None else TrainingLoop(num_epochs=1)
+        self.precision = precision if precision is not None else MixedPrecision(enabled=False)
+        self.logging = logging if logging is not None else Logging(log_steps=1)
+        self.checkpoint = checkpoint if checkpoint is not None else Checkpoint()
+        user = list(callbacks or [])
+        self.loggers = list(loggers) if loggers is not None else [ProgressLogger(), TensorBoardLogger(),
+                                                                    CSVLogger()]
+        self.callbacks: list[Callback] = [self.loop, self.precision, self.logging, *user, *global_callbacks(),
+                                          *self.loggers, self.checkpoint]
+        self.global_step = 0
+        self.fit_plan: Optional[FitPlan] = None
+        self.last_metrics: dict[str, float] = {}
+
+        os.makedirs(self.model_dir, exist_ok=True)
+        self.artifact_dir = _timestamp_dir(os.path.join(self.model_dir, "cerebras_logs"))
+        latest = os.path.join(self.model_dir, "cerebras_logs", "latest")
+        with contextlib.suppress(OSError):
+            if os.path.islink(latest):
+                os.remove(latest)
+            os.symlink(os.path.basename(self.artifact_dir), latest)
+        self.summary_dir = _timestamp_dir(self.model_dir)
+
+        if seed is None:
+            warnings.warn("The Trainer got no seed: runs are not repeatable. Pass seed=<int> to make them so.")
+        else:
+            torch.manual_seed(seed)
+        self.backend = self._make_backend(device, backend)
+        if seed is not None:
+            cstorch.manual_seed(seed)
+        self.model = model if isinstance(model, torch.nn.Module) else model()
+        if not isinstance(self.model, torch.nn.Module):
+            raise TypeError(f"The model factory returned {type(self.model).__name__}, not a torch.nn.Module")
+        self.compiled_model = cstorch.compile(self.model, self.backend)
+        self.optimizer = optimizer if optimizer is None or isinstance(optimizer, cstorch.optim.Optimizer) \
+            else optimizer(self.model)
+        if self.optimizer is not None and not isinstance(self.optimizer, cstorch.optim.Optimizer):
+            raise TypeError(f"The optimizer factory returned {type(self.optimizer).__name__}, not a "
+                            f"cstorch.optim.Optimizer")
+        self.schedulers = self._make_schedulers(schedulers)
+
+        self._data_position = 0
+        self._fit_start = self._fit_position = 0
+        self._run_base = 0
+        self._batch_size: Optional[int] = None
+        self._rate_mark: Optional[tuple[int, float]] = None
+        self._eval_losses: list[float] = []
+        self._scopes: list[str] = []
+        self.step_kind: Optional[str] = None  # "train" / "validate" while a step body runs
+        self._validation_hook = "validate"  # the active ValidationLoop's hook name
+        self._traced_train = cstorch.trace(self.training_step)
+        self._traced_validate = cstorch.trace(self.validation_step)
+        self._record_metrics_closure = cstorch.step_closure(self._record_metrics)
+        self._record_eval_loss_closure = cstorch.step_closure(self._record_eval_loss)
+        self._save_checkpoint_closure = cstorch.checkpoint_closure(self._save_checkpoint_now)
+
+        for hook in ("pre_setup", "setup", "post_setup"):
+            self.call(hook)
+
+    # -- construction --------------------------------------------------------------------
+    @staticmethod
+    def _check_arguments(device, backend, model_dir, model, optimizer, schedulers, precision, sparsity, loop,
+                         checkpoint, logging, callbacks, loggers, seed, autorestart) -> None:
+        if model_dir is None or model_dir == "":
+            raise ValueError("model_dir is a required argument")
+        if device is not None and backend is not None:
+            raise ValueError(f"Exactly one of device and backend may be given, got device={device!r} and "
+                             f"backend={backend!r}. Pass device='CSX'|'CPU'|'GPU', or a backend made with "
+                             f"cstorch.backend(...).")
+        if device is not None and (not isinstance(device, str) or device.upper() not in _DEVICES):
+            raise ValueError(f"device must be one of {_DEVICES} (or None with backend=...), got {device!r}")
+        if backend is not None and not isinstance(backend, cstorch.Backend):
+            raise TypeError(f"backend must be a cstorch backend (cstorch.backend(...)), got {type(backend).__name__}")
+        if device is None and backend is None and cstorch.backend() is None:
+            raise ValueError("The Trainer needs a device ('CSX', 'CPU' or 'GPU') or a backend "
+                             "(cstorch.backend(...)); got neither and no backend exists yet.")
+        if model is None:
+            raise ValueError("model is a required argument: a torch.nn.Module or a function that returns one")
+        if not isinstance(model, torch.nn.Module) and not callable(model):
+            raise TypeError(f"model must be a torch.nn.Module or a callable returning one, got {type(model).__name__}")
+        if isinstance(optimizer, cstorch.optim.Optimizer) and not isinstance(model, torch.nn.Module):
+            raise ValueError("An optimizer instance needs the model instance it was built for, but model is a "
+                             "factory: pass optimizer as a callable `lambda model: Optimizer(model.parameters(), "
+                             "...)`, or pass the built model.")
+        if optimizer is not None and not isinstance(optimizer, cstorch.optim.Optimizer) and not callable(optimizer):
+            raise TypeError(f"optimizer must be a cstorch.optim.Optimizer, a callable model -> Optimizer, or None; "
+                            f"got {type(optimizer).__name__}")
+        for name, value, cls in (("precision", precision, MixedPrecision), ("checkpoint", checkpoint, Checkpoint),
+                                 ("logging", logging, Logging), ("loop", loop, (TrainingLoop, ValidationLoop))):
+            if value is not None and not isinstance(value, cls):
+                expected = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
+                raise TypeError(f"{name} must be a {expected} instance, got {type(value).__name__}")
+        for i, cb in enumerate(callbacks or []):
+            if not isinstance(cb, Callback):
+                raise TypeError(f"callbacks[{i}] must be a Callback instance, got {type(cb).__name__}")
+            if isinstance(cb, CoreCallback):
+                raise ValueError(f"callbacks[{i}] is a {type(cb).__name__}, a core callback: pass it as the "
+                                 f"Trainer's own argument (loop=, checkpoint=, precision=, logging=).")
+        for i, lg in enumerate(loggers or []):
+            if not isinstance(lg, Logger):
+                raise TypeError(f"loggers[{i}] must be a Logger instance (TensorBoardLogger, CSVLogger, "
+                                f"ProgressLogger, ...), got {type(lg).__name__}")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise TypeError(f"seed must be an int or None, got {seed!r}")
+        if sparsity is not None:
+            raise NotImplementedError("Weight sparsity (cstorch.sparse) is not supported by cstorch yet; remove "
+                                      "`sparsity`.")
+        if autorestart is not None:
+            raise NotImplementedError("autorestart is not supported: rerun the same command instead, which "
+                                      "autoloads the latest checkpoint.")
+
+    def _make_backend(self, device, backend):
+        existing = cstorch.backend()
+        if backend is not None:
+            if backend is not existing:
+                raise ValueError("The backend given to the Trainer is not the process's current backend.")
+            return backend
+        if device is None:
+            return existing
+        device = device.upper()
+        if existing is not None:
+            if existing.backend_type.name != device:
+                raise ValueError(f"Cannot instantiate multiple trainers with different device types: this process "
+                                 f"already has a {existing.backend_type.name} backend and the Trainer asks for "
+                                 f"{device}.")
+            return existing
+        return cstorch.backend(device, artifact_dir=self.artifact_dir)
+
+    def _make_schedulers(self, schedulers) -> list:
+        if schedulers is None:
+            return []
+        items = list(schedulers) if isinstance(schedulers, (list, tuple)) else [schedulers]
+        built = []
+        for i, s in enumerate(items):
+            if not isinstance(s, cstorch.optim.scheduler.Scheduler):
+                if not callable(s):
+                    raise TypeError(f"schedulers[{i}] must be a cstorch scheduler or a callable optimizer -> "
+                                    f"scheduler, got {type(s).__name__}")
+                if self.optimizer is None:
+                    raise ValueError("schedulers were given without an optimizer")
+                s = s(self.optimizer)
+            built.append(s)
+        return built
+
+    # -- callbacks -----------------------------------------------------------------------
+    def call(self, hook: str, *args, **kwargs) -> None:
+        """Call `hook(self, *args, **kwargs)` on every callback that has it, in order."""
+        for cb in self.callbacks:
+            fn = getattr(cb, hook, None)
+            if fn is None:
+                continue
+            try:
+                fn(self, *args, **kwargs)
+            except Exception as e:
+                raise RuntimeError(f"Encountered error when calling {type(cb).__name__}.{hook}: "
+                                   f"{type(e).__name__}: {e}") from e
+
+    def get_callbacks(self, cls) -> list:
+        return [cb for cb in self.callbacks if isinstance(cb, cls)]
+
+    def get_callback(self, cls):
+        found = self.get_callbacks(cls)
+        return found[0] if found else None
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def is_tracing(self) -> bool:
+        return self.backend.is_tracing
+
+    @property
+    def grad_scaler(self):
+        return self.precision.grad_scaler
+
+    @property
+    def is_final_iteration(self) -> bool:
+        return self.fit_plan is not None and self.global_step == self.fit_plan.end
+
+    @property
+    def is_log_step(self) -> bool:
+        plan = self.fit_plan
+        return plan is not None and self.logging.is_log_step(self.global_step, plan.start, plan.end)
+
+    @property
+    def should_run_optimizer_step(self) -> bool:
+        """Every train step ends with an optimizer step (accumulation happens inside the step)."""
+        return self.optimizer is not None
+
+    # -- the traced steps ----------------------------------------------------------------
+    def forward(self, batch) -> dict:
+        args, kwargs = [batch], {}
+        self.call("on_before_forward", self.model, batch, args, kwargs)
+        with self.precision.autocast():
+            out = self.model_forward(*args, **kwargs)
+        outputs = _as_outputs(out)
+        self.call("on_after_forward", self.model, outputs, batch)
+        return outputs
+
+    def backward(self, outputs: dict, scale: float = 1.0) -> None:
+        self.call("on_before_backward", self.model, outputs)
+        loss = _loss_of(outputs)
+        self.loss_backward(loss if scale == 1.0 else loss * scale)
+        self.call("on_after_backward", self.model, outputs)
+
+    def optimizer_step(self) -> None:
+        self.call("on_before_optimizer_step", self.model, self.optimizer)
+        self.apply_optimizer_step()
+        self.call("on_after_optimizer_step", self.model, self.optimizer)
+
+    def optimizer_zero_grad(self) -> None:
+        self.call("on_before_optimizer_zero_grad", self.model, self.optimizer)
+        self.zero_gradients()
+        self.call("on_after_optimizer_zero_grad", self.model, self.optimizer)
+
+    # the actions the step methods wrap with their hooks (a subclass may replace them)
+    def model_forward(self, *args, **kwargs):
+        return self.compiled_model(*args, **kwargs)
+
+    def loss_backward(self, loss: torch.Tensor) -> None:
+        self.precision.backward(loss)
+
+    def apply_optimizer_step(self) -> None:
+        """Unscale, clip, step the optimizer and update the loss scale."""
+        self.precision.clip_and_step(self.optimizer)
+
+    def zero_gradients(self) -> None:
+        self.optimizer.zero_grad()
+
+    def schedulers_step(self) -> None:
+        for s in self.schedulers:
+            self.call("on_before_scheduler_step", self.model, self.optimizer, s)
+            s.step()
+            self.call("on_after_scheduler_step", self.model, self.optimizer, s)
+
+    def training_step(self, batch) -> dict:
+        """One optimizer step on `batch` (traced: on CSX this body runs once)."""
+        self.step_kind = "train"
+        try:
+            self.call("on_train_step_start", self.model, batch)
+            step_metrics = {}
+            if self.optimizer is not None and isinstance(self.optimizer.param_groups[0]["lr"], torch.Tensor):
+                step_metrics["lr"] = self.optimizer.param_groups[0]["lr"].detach().clone()  # before the update
+            scale = self.precision.loss_scale()
+            if isinstance(scale, torch.Tensor):
+                step_metrics["loss_scale"] = scale.detach().clone()
+            n = self.loop.grad_accum_steps if isinstance(self.loop, TrainingLoop) else 1
+            total = None
+            for micro in (_micro_batches(batch, n) if n > 1 else [batch]):
+                outputs = self.forward(micro)
+                self.backward(outputs, scale=1.0 / n)
+                loss = _loss_of(outputs).detach()
+                total = loss if total is None else total + loss
+            outputs["loss"] = total / n if n > 1 else total
+            if self.optimizer is not None:
+                self.optimizer_step()
+                self.optimizer_zero_grad()
+                self.schedulers_step()
+            self.call("on_train_step_end", self.model, outputs, batch)
+            self.log_metrics(loss=outputs["loss"], **step_metrics)
+            return outputs
+        finally:
+            self.step_kind = None
+
+    @torch.no_grad()
+    def validation_step(self, batch) -> dict:
+        """The model's outputs on `batch` in eval mode (traced)."""
+        self.step_kind = "validate"
+        hook = self._validation_hook
+        try:
+            self.call(f"on_{hook}_step_start", self.model, batch)
+            outputs = self.forward(batch)
+            self.call(f"on_{hook}_step_end", self.model, outputs, batch)
+            loss = outputs.get("loss")
+            if isinstance(loss, torch.Tensor) and loss.dim() == 0:
+                self._record_eval_loss_closure(loss)
+            return outputs
+        finally:
+            self.step_kind = None
+
+    # -- metrics -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def name_scope(self, name: str):
+        """Prefix `name/` to the metric names logged inside the block."""
+        self._scopes.append(name.rstrip("/"))
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def log_metrics(self, **metrics) -> None:
+        """Log scalars. Inside a train step they are step values, logged on log steps once
+        the step has run (a step closure); inside a validation step they are logged at the
+        current global step; elsewhere at once, at the current global step."""
+        prefix = "".join(s + "/" for s in self._scopes)
+        metrics = {prefix + k: v for k, v in metrics.items()}
+        if self.step_kind is not None:
+            self._record_metrics_closure(self.step_kind, metrics)
+        else:
+            self.log_metrics_dict(metrics, step=self.global_step)
+
+    def log_metrics_dict(self, metrics: dict, step: Optional[int] = None, dest: Optional[list] = None) -> None:
+        """Send `metrics` (values convertible to float) at `step` to the Logging callback and
+        the loggers (only the loggers in `dest`, when given)."""
+        step = self.global_step if step is None else step
+        values = {k: float(v) for k, v in metrics.items()}
+        self.last_metrics.update(values)
+        for target in [self.logging, *self.loggers]:
+            if dest is None or target in dest or target is self.logging:
+                target.log_metrics(values, step)
+
+    def _closure_global_step(self) -> int:
+        """The global step of the train step whose values the running closure holds."""
+        it = self.backend.run.closure_iteration
+        return self.global_step if it is None else self._run_base + it + 1
+
+    def _record_metrics(self, kind: str, metrics: dict) -> None:
+        if kind != "train":
+            self.log_metrics_dict(metrics, step=self.global_step)
+            return
+        step = self._closure_global_step()
+        plan = self.fit_plan
+        if plan is not None and not self.logging.is_log_step(step, plan.start, plan.end):
+            return
+        values = {k: float(v) for k, v in metrics.items()}
+        if "lr" not in values and self.optimizer is not None:
+            values["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        now = time.perf_counter()
+        if self._rate_mark is not None and self._batch_size and now > self._rate_mark[1]:
+            values["throughput"] = (step - self._rate_mark[0]) * self._batch_size / (now - self._rate_mark[1])
+        self._rate_mark = (step, now)
+        self.log_metrics_dict(values, step=step)
+
+    def _record_eval_loss(self, loss) -> None:
+        self._eval_losses.append(float(loss))
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self) -> None:
+        """Save a checkpoint of this step (a checkpoint closure: it runs on the executor's
+        checkpoint steps, once the step's values exist)."""
+        self._save_checkpoint_closure()
+
+    def _checkpoint_state(self, step: int) -> dict:
+        state = {"model": self.model.state_dict()}
+        if self.optimizer is not None:
+            state["optimizer"] = self.optimizer.state_dict()
+        if self.schedulers:
+            state["schedulers"] = [s.state_dict() for s in self.schedulers]
+        if self.grad_scaler is not None:
+            state["grad_scaler"] = self.grad_scaler.state_dict()
+        state["dataloader"] = {"batches_consumed": self._fit_position + step - self._fit_start}
+        state["global_step"] = step
+        state["rng"] = cstorch.get_rng_state()
+        state["__metadata__"] = [{"version": cstorch.__version__, "model_name": type(self.model).__name__}]
+        return state
+
+    def _save_checkpoint_now(self) -> None:
+        step = self._closure_global_step()
+        path = self.checkpoint.path_for(step)
+        state = self._checkpoint_state(step)
+        self.call("on_save_checkpoint", state)
+        self.call("postprocess_checkpoint", state)
+        cstorch.save(state, path)
+        log.info("Saved checkpoint %s (global step %d)", path, step)
+        self.call("on_after_save_checkpoint", path)
+
+    def load_checkpoint(self, ckpt_path: Optional[str] = None) -> None:
+        """Restore the trainer from `ckpt_path` (default: the latest checkpoint)."""
+        path = ckpt_path or self.checkpoint.latest()
+        if path is None:
+            raise FileNotFoundError(f"No checkpoint to load: none matches {self.checkpoint.checkpoint_name!r} in "
+                                    f"{self.checkpoint.root}")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Checkpoint {path!r} does not exist")
+        self.call("on_before_load_checkpoint", path)
+        state = cstorch.load(path)
+        self.call("preprocess_checkpoint", state)
+        strict = not self.checkpoint.disable_strict_checkpoint_loading
+        self.model.load_state_dict(state["model"], strict=strict)
+        parts = [("optimizer", self.optimizer, lambda sd: self.optimizer.load_state_dict(sd)),
+                 ("schedulers", self.schedulers, self._load_schedulers),
+                 ("grad_scaler", self.grad_scaler, lambda sd: self.grad_scaler.load_state_dict(sd))]
+        for key, present, load in parts:
+            if not present:
+                continue
+            if key in state:
+                load(state[key])
+            else:
+                log.warning("Checkpoint %s has no %r state: the %s starts fresh", path, key, key)
+        self.global_step = int(state.get("global_step", 0))
+        self._data_position = int(state.get("dataloader", {}).get("batches_consumed", self.global_step))
+        if "rng" in state:
+            try:
+                cstorch.set_rng_state(state["rng"])
+            except ValueError as e:
+                log.warning("RNG state not restored from %s: %s", path, e)
+        log.info("Loaded checkpoint %s (global step %d)", path, self.global_step)
+        self.call("on_load_checkpoint", state)
+
+    def _load_schedulers(self, states) -> None:
+        if len(states) != len(self.schedulers):
+            raise ValueError(f"The checkpoint holds {len(states)} scheduler states but the trainer has "
+                             f"{len(self.schedulers)} schedulers")
+        for s, sd in zip(self.schedulers, states):
+            s.load_state_dict(sd)
+
+    def _load_for_run(self, ckpt_path) -> None:
+        if ckpt_path is ...:
+            path = self.checkpoint.latest() if self.checkpoint.autoload_last_checkpoint else None
+            if path is not None:
+                log.info("Autoloading the latest checkpoint %s", path)
+        else:
+            path = ckpt_path
+        if path is not None:
+            self.load_checkpoint(path)
+
+    # -- runs ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _pipeline_progress_off(self):
+        """The executor's own bar is off while a ProgressLogger shows the trainer's."""
+        perf = cstorch.backends.csx.performance
+        if not self.get_callbacks(ProgressLogger):
+            yield
+            return
+        saved = perf.progress
+        perf.progress = False
+        try:
+            yield
+        finally:
+            perf.progress = saved
+
+    def fit(self, train_dataloader, val_dataloader=None, ckpt_path=...) -> None:
+        """Train per the TrainingLoop, validating on `val_dataloader` (one loader or a
+        list) at the loop's validation points. `ckpt_path`: a checkpoint to start from;
+        `...` autoloads the latest one (when the Checkpoint callback says so); None loads
+        nothing."""
+        loop = self.loop
+        if not isinstance(loop, TrainingLoop):
+            raise RuntimeError(f"fit needs the Trainer to be built with loop=TrainingLoop(...), got "
+                               f"{type(loop).__name__}")
+        if self.optimizer is None:
+            raise RuntimeError("fit needs an optimizer: the Trainer was built with optimizer=None "
+                               "(validation only)")
+        (train_dl,) = _loader_list(train_dataloader, "train_dataloader") or [None]
+        if train_dl is None:
+            raise ValueError("fit needs a train_dataloader")
+        val_dls = _loader_list(val_dataloader, "val_dataloader")
+        self._load_for_run(ckpt_path)
+        try:
+            length = len(train_dl)
+        except TypeError:
+            length = None
+        validate = bool(val_dls) or bool(self.get_callbacks(ValidationCallback))
+        plan = self.fit_plan = loop.plan(self.global_step, length, validate)
+        self._fit_start, self._fit_position = plan.start, self._data_position
+        if plan.end <= plan.start:
+            log.warning("Nothing to train: the global step (%d) has reached the loop's end", plan.start)
+        stream = TrainStream(train_dl, position=self._data_position)
+        with contextlib.ExitStack() as stack:
+            self.call("on_enter_fit", stack, train_dl, val_dls, loop)
+            self.call("on_fit_start", train_dl, val_dls, loop)
+            try:
+                for loop_idx, first, steps, validate_now in plan.chunks():
+                    self._train(stream, loop_idx, first, steps)
+                    if validate_now:
+                        eval_loop = ValidationLoop(loop.eval_steps)
+                        for dl in val_dls:
+                            self._validate(dl, eval_loop)
+                        self.call("run_validation", loop_idx, first + steps == plan.end)
+            except Exception as e:
+                self.call("on_fit_exception", e)
+                raise
+            self.call("on_fit_end", loop)
+        self._data_position = self._fit_position + self.global_step - plan.start
+
+    def _train_schedules(self, first: int, steps: int):
+        """The executor's checkpoint schedule and activation frequency for the stretch of
+        global steps first+1 .. first+steps."""
+        plan = self.fit_plan
+        ckpt = [i for i in range(steps) if self.checkpoint.is_checkpoint_step(first + i + 1, first + i + 1 == plan.end)]
+        schedule = cstorch.utils.data.Schedule([cstorch.utils.data.Schedule.Range(i, i + 1, 1, False) for i in ckpt])
+        needed = set(ckpt) | {i for i in range(steps)
+                              if self.logging.is_log_step(first + i + 1, plan.start, plan.end)}
+        activation = 0
+        for i in needed - {steps - 1}:
+            activation = math.gcd(activation, i + 1)
+        return schedule, activation or steps
+
+    def _check_batch(self, batch) -> None:
+        n = self.loop.grad_accum_steps
+        size = _batch_size(batch)
+        if n > 1 and (size is None or size % n):
+            raise ValueError(
+                f"grad_accum_steps={n} splits every batch into {n} micro-batches, but the train dataloader's batch "
+                + (f"has {size} samples" if size is not None else "has no common batch dimension")
+                + f": make the batch size a multiple of {n}, or change grad_accum_steps.")
+        self._batch_size = size
+
+    def _train(self, stream: TrainStream, loop_idx: int, first: int, steps: int) -> None:
+        schedule, activation = self._train_schedules(first, steps)
+        executor = cstorch.utils.data.DataExecutor(stream, num_steps=steps, checkpoint_steps=schedule,
+                                                   activation_steps=activation)
+        self._run_base = first
+        self._rate_mark = None
+        with contextlib.ExitStack() as stack:
+            self.call("on_enter_train", stack, stream, self.loop, loop_idx)
+            self.call("on_train_start", self.model, stream, self.loop, loop_idx)
+            self.model.train()
+            try:
+                with self._pipeline_progress_off(), contextlib.closing(iter(executor)) as batches:
+                    if first == 0 and self.checkpoint.save_initial_checkpoint:
+                        self.save_checkpoint()
+                    for batch_idx, batch in enumerate(batches):
+                        self.call("on_train_batch_start", self.model, batch, batch_idx)
+                        if batch_idx == 0:
+                            self._check_batch(batch)
+                        outputs = self._traced_train(batch)
+                        self.call("on_train_batch_end", self.model, outputs, batch, batch_idx)
+            except Exception as e:
+                self.call("on_train_exception", e)
+                raise
+            self.call("on_train_end", self.model, self.loop, loop_idx)
+
+    def _validate(self, val_dl, loop: ValidationLoop) -> None:
+        hook = self._validation_hook = loop.hook
+        dl = copy.copy(val_dl)
+        executor = cstorch.utils.data.DataExecutor(dl, num_steps=loop.eval_steps)
+        with contextlib.ExitStack() as stack:
+            self.call(f"on_enter_{hook}", stack, dl, loop)
+            self.call(f"on_{hook}_start", self.model, dl, loop)
+            was_training = self.model.training
+            self.model.eval()
+            self._eval_losses = []
+            try:
+                with self._pipeline_progress_off(), contextlib.closing(iter(executor)) as batches:
+                    for batch_idx, batch in enumerate(batches):
+                        self.call(f"on_{hook}_batch_start", self.model, batch, batch_idx)
+                        outputs = self._traced_validate(batch)
+                        self.call(f"on_{hook}_batch_end", self.model, outputs, batch, batch_idx)
+            except Exception as e:
+                self.call(f"on_{hook}_exception", e)
+                raise
+            finally:
+                self.model.train(was_training)
+            if self._eval_losses:
+                self.log_metrics_dict({"eval/loss": sum(self._eval_losses) / len(self._eval_losses)},
+                                      step=self.global_step)
+            self.call(f"on_{hook}_end", self.model, loop)
+
+    def _validation_loop(self, loop) -> ValidationLoop:
+        if loop is not None:
+            if not isinstance(loop, ValidationLoop):
+                raise TypeError(f"loop must be a ValidationLoop, got {type(loop).__name__}")
+            return loop
+        if isinstance(self.loop, ValidationLoop):
+            return self.loop
+        return ValidationLoop(self.loop.eval_steps)
+
+    def validate(self, val_dataloader=None, ckpt_path=..., loop: Optional[ValidationLoop] = None) -> None:
+        """Run `loop.eval_steps` batches (default: one pass) of each validation dataloader
+        on the model (the checkpoint `ckpt_path`, the latest one for `...`)."""
+        val_dls = _loader_list(val_dataloader, "val_dataloader")
+        if not val_dls:
+            raise ValueError("validate needs a val_dataloader")
+        loop = self._validation_loop(loop)
+        self._load_for_run(ckpt_path)
+        for dl in val_dls:
+            self._validate(dl, loop)
+
+    def validate_all(self, val_dataloaders=None, ckpt_paths=..., loop: Optional[ValidationLoop] = None) -> None:
+        """Validate every checkpoint of `ckpt_paths` (a path, a glob or a list of them;
+        `...`: every checkpoint in the checkpoint root, oldest first) on every dataloader,
+        then call `run_validation` on the ValidationCallbacks for each checkpoint."""
+        val_dls = _loader_list(val_dataloaders, "val_dataloaders")
+        loop = self._validation_loop(loop)
+        if ckpt_paths is ...:
+            paths = [p for _, p in self.checkpoint.checkpoints()]
+        else:
+            paths = []
+            for pattern in ([ckpt_paths] if isinstance(ckpt_paths, str) else list(ckpt_paths or [])):
+                matched = sorted(glob.glob(pattern))
+                if not matched:
+                    raise FileNotFoundError(f"No checkpoint matches {pattern!r}")
+                paths.extend(matched)
+        if not paths:
+            log.warning("validate_all found no checkpoint in %s: validating the current weights",
+                        self.checkpoint.root)
+        if not val_dls and not self.get_callbacks(ValidationCallback):
+            raise ValueError("validate_all needs val_dataloaders (or a ValidationCallback)")
+        with contextlib.ExitStack() as stack:
+            self.call("on_enter_validate_all", stack, val_dls, loop, paths)
+            for i, path in enumerate(paths or [None]):
+                if path is not None:
+                    self.load_checkpoint(path)
+                for dl in val_dls:
+                    self._validate(dl, loop)
+                self.call("run_validation", i, i == max(len(paths), 1) - 1)
+
+    def finalize(self) -> None:
+        """Close the loggers' files (also done when the trainer is garbage collected)."""
+        for cb in self.callbacks:
+            cb.finalize()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.finalize()

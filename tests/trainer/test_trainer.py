@@ -1,0 +1,320 @@
+"""The Trainer: hook order, numerics against eager torch, logging, checkpoints, errors."""
+from __future__ import annotations
+
+import csv
+import os
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import cstorch
+from cstorch.trainer import (
+    Callback,
+    Checkpoint,
+    CSVLogger,
+    KeepNCheckpoints,
+    Logging,
+    MixedPrecision,
+    ModelEvalMetrics,
+    TensorBoardLogger,
+    Trainer,
+    TrainingLoop,
+    ValidationCallback,
+)
+from toy import Net, cosine, data, loader, sgd
+
+HOOKS = [name for name in dir(ValidationCallback) if name.startswith(("on_", "pre_", "post_", "setup", "run_",
+                                                                      "preprocess_", "postprocess_"))]
+
+
+class Recorder(ValidationCallback):
+    """Records the name of every hook called on it."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def __getattribute__(self, name):
+        if name in HOOKS:
+            calls = object.__getattribute__(self, "calls")
+            return lambda trainer, *a, **k: calls.append(name)
+        return object.__getattribute__(self, name)
+
+
+def _trainer(device, tmp_path, loop, callbacks=(), **kw):
+    kw.setdefault("loggers", [])
+    return Trainer(device=device, model_dir=str(tmp_path / "model"), model=Net, optimizer=sgd(), seed=1,
+                   schedulers=cosine(20), loop=loop, callbacks=list(callbacks), **kw)
+
+
+# -- the documented hook order (cstorch/trainer/trainer.py) ----------------------------------
+IN_TRAIN_STEP = ["on_train_step_start", "on_before_forward", "on_after_forward", "on_before_backward",
+                 "on_after_backward", "on_before_optimizer_step", "on_after_optimizer_step",
+                 "on_before_optimizer_zero_grad", "on_after_optimizer_zero_grad", "on_before_scheduler_step",
+                 "on_after_scheduler_step", "on_train_step_end"]
+IN_VALIDATE_STEP = ["on_validate_step_start", "on_before_forward", "on_after_forward", "on_validate_step_end"]
+SAVE = ["on_save_checkpoint", "postprocess_checkpoint", "on_after_save_checkpoint"]
+
+
+def expected_fit(steps, eval_frequency, eval_steps, checkpoint_steps, step_traced_once):
+    seq = ["on_enter_fit", "on_fit_start"]
+    first_train = first_eval = True
+    for start in range(0, steps, eval_frequency):
+        seq += ["on_enter_train", "on_train_start"]
+        for g in range(start + 1, start + eval_frequency + 1):
+            seq.append("on_train_batch_start")
+            if first_train or not step_traced_once:
+                seq += IN_TRAIN_STEP
+            first_train = False
+            seq.append("on_train_batch_end")
+            if g % checkpoint_steps == 0 or g == steps:
+                seq += SAVE
+        seq += ["on_train_end", "on_enter_validate", "on_validate_start"]
+        for _ in range(eval_steps):
+            seq.append("on_validate_batch_start")
+            if first_eval or not step_traced_once:
+                seq += IN_VALIDATE_STEP
+            first_eval = False
+            seq.append("on_validate_batch_end")
+        seq += ["on_validate_end", "run_validation"]
+    return seq + ["on_fit_end"]
+
+
+@pytest.mark.parametrize("device", ["CPU", "CSX"])
+def test_hook_sequence_of_a_fit_with_validation(device, tmp_path):
+    rec = Recorder()
+    trainer = _trainer(device, tmp_path, TrainingLoop(max_steps=4, eval_frequency=2, eval_steps=2), [rec],
+                       checkpoint=Checkpoint(steps=2))
+    assert rec.calls == ["pre_setup", "setup", "post_setup"]
+    rec.calls.clear()
+    trainer.fit(loader(), loader(32, seed=1))
+    assert rec.calls == expected_fit(4, 2, 2, 2, step_traced_once=device == "CSX")
+    assert trainer.global_step == 4
+
+
+def _eager_reference(steps, batch_size=8, lr=0.1, n=64, seed=0):
+    """The same training as eager torch (no cstorch): SGD momentum 0.9, CosineDecayLR."""
+    torch.manual_seed(1)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    x, y = data(n, seed)
+    batches = []
+    g = torch.Generator().manual_seed(seed)
+    torch_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch_size,
+                                               shuffle=True, drop_last=True, generator=g)
+    while len(batches) < steps:
+        batches.extend(torch_loader)
+    for k, (xb, yb) in enumerate(batches[:steps]):
+        for group in opt.param_groups:
+            group["lr"] = 0.01 + 0.5 * (0.1 - 0.01) * (1 + torch.cos(torch.tensor(torch.pi * k / 20))).item()
+        F.cross_entropy(model.body(xb), yb).backward()
+        opt.step()
+        opt.zero_grad()
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("device,grad_accum", [("CPU", 1), ("CSX", 1), ("CPU", 2), ("CSX", 4)])
+def test_fit_parameters_match_eager_torch(device, grad_accum, tmp_path):
+    """10 steps through two validations (the stream continues across executors), with the
+    batch split into micro-batches or not: the parameters equal eager torch's."""
+    trainer = _trainer(device, tmp_path, TrainingLoop(max_steps=10, eval_frequency=4, eval_steps=2,
+                                                      grad_accum_steps=grad_accum))
+    trainer.fit(loader(), loader(32, seed=1))
+    reference = _eager_reference(10)
+    for name, value in reference.items():
+        torch.testing.assert_close(trainer.model.state_dict()[name], value, rtol=1e-5, atol=1e-6,
+                                   msg=lambda m: f"{name}: {m}")
+
+
+def test_grad_accumulation_with_an_indivisible_batch_fails_before_compiling(tmp_path):
+    trainer = _trainer("CSX", tmp_path, TrainingLoop(max_steps=4, grad_accum_steps=3))
+    with pytest.raises(ValueError, match=r"grad_accum_steps=3 .* has 8 samples: make the batch size a multiple "
+                                         r"of 3"):
+        trainer.fit(loader())
+    assert trainer._traced_train.program is None  # nothing was captured or compiled
+
+
+def _scalars(summary_dir):
+    acc = EventAccumulator(summary_dir)
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_tensorboard_and_csv_hold_the_logged_scalars(tmp_path):
+    trainer = _trainer("CSX", tmp_path, TrainingLoop(max_steps=7, eval_frequency=4, eval_steps=2),
+                       [ModelEvalMetrics()], logging=Logging(log_steps=3), loggers=[TensorBoardLogger(), CSVLogger()],
+                       precision=MixedPrecision(fp16_type="float16", loss_scaling_factor="dynamic",
+                                                initial_loss_scale=2.0 ** 10))
+    losses = {}
+
+    class LossRecorder(Callback):
+        def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
+            losses[trainer.global_step] = outputs["loss"]
+
+    trainer.callbacks.insert(-1, LossRecorder())
+    trainer.fit(loader(), loader(32, seed=1))
+    trainer.finalize()
+    scalars = _scalars(trainer.summary_dir)
+    assert [s for s, _ in scalars["loss"]] == [3, 6, 7]  # log steps, and the last step
+    for step, value in scalars["loss"]:
+        assert value == pytest.approx(float(losses[step]), rel=1e-6)
+    lr = dict(scalars["lr"])  # the rate this step used: CosineDecayLR at step - 1
+    for step in (3, 6, 7):
+        expected = 0.01 + 0.5 * 0.09 * (1 + torch.cos(torch.tensor(torch.pi * (step - 1) / 20))).item()
+        assert lr[step] == pytest.approx(expected, rel=1e-5)
+    assert [v for _, v in scalars["loss_scale"]] == [2.0 ** 10] * 3  # dynamic scaling, no overflow
+    assert {s for s, _ in scalars["throughput"]} <= {6, 7} and all(v > 0 for _, v in scalars["throughput"])
+    assert [s for s, _ in scalars["eval/loss"]] == [4, 7]
+    assert [s for s, _ in scalars["eval/accuracy"]] == [4, 7]
+    assert all(0.0 <= v <= 1.0 for _, v in scalars["eval/accuracy"])
+    with open(os.path.join(trainer.summary_dir, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    from_csv = {(int(r["step"]), r["name"]): float(r["value"]) for r in rows}
+    for tag, series in scalars.items():
+        for step, value in series:
+            assert from_csv[(step, tag)] == pytest.approx(value, rel=1e-6)
+
+
+def test_log_metrics_inside_the_step_and_name_scope(tmp_path):
+    class Norm(Callback):
+        def on_train_step_end(self, trainer, model, outputs, batch):
+            with trainer.name_scope("norms"):
+                trainer.log_metrics(weight=model.body[0].weight.norm())
+
+    trainer = _trainer("CSX", tmp_path, TrainingLoop(max_steps=4, eval_frequency=None), [Norm()],
+                       logging=Logging(log_steps=2), loggers=[CSVLogger()])
+    norms = {}
+
+    class Snapshot(Callback):
+        def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
+            cstorch.backend().run.sync_state_to_host()
+            norms[trainer.global_step] = model.body[0].weight.norm().item()
+
+    trainer.callbacks.insert(-1, Snapshot())
+    trainer.fit(loader())
+    trainer.finalize()
+    with open(trainer.get_callback(CSVLogger).path) as f:
+        logged = {int(r["step"]): float(r["value"]) for r in csv.DictReader(f) if r["name"] == "norms/weight"}
+    assert sorted(logged) == [2, 4]
+    for step, value in logged.items():
+        assert value == pytest.approx(norms[step], rel=1e-5)
+
+
+def test_checkpoints_naming_keep_n_latest_and_validate_all(tmp_path):
+    rec = Recorder()
+    trainer = _trainer("CPU", tmp_path, TrainingLoop(max_steps=6, eval_frequency=None), [KeepNCheckpoints(2), rec],
+                       checkpoint=Checkpoint(steps=2))
+    trainer.fit(loader())
+    ckpt = trainer.checkpoint
+    assert [step for step, _ in ckpt.checkpoints()] == [4, 6]
+    assert os.path.basename(ckpt.latest()) == "checkpoint_6.mdl"
+    state = cstorch.load(ckpt.latest())
+    assert state["global_step"] == 6 and state["dataloader"] == {"batches_consumed": 6}
+    for name, value in trainer.model.state_dict().items():
+        torch.testing.assert_close(state["model"][name], value)
+    assert ckpt.path_for(6) != ckpt.latest() and os.path.basename(ckpt.path_for(6)).startswith("checkpoint_6_")
+    rec.calls.clear()
+    trainer.validate_all(loader(32, seed=1), loop=None)
+    assert rec.calls.count("on_before_load_checkpoint") == 2 and rec.calls.count("on_validate_end") == 2
+
+
+def test_fit_autoloads_the_latest_checkpoint_and_continues_to_max_steps(tmp_path):
+    first = _trainer("CPU", tmp_path, TrainingLoop(max_steps=4, eval_frequency=None), checkpoint=Checkpoint(steps=2))
+    first.fit(loader())
+    cstorch._backend._reset_backend()
+    again = _trainer("CPU", tmp_path, TrainingLoop(max_steps=6, eval_frequency=None), checkpoint=Checkpoint(steps=2))
+    again.fit(loader())
+    assert again.global_step == 6
+    for name, value in _eager_reference(6).items():
+        torch.testing.assert_close(again.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_hook_errors_name_the_callback_and_hook(tmp_path):
+    class Broken(Callback):
+        def on_fit_start(self, trainer, *args):
+            raise KeyError("boom")
+
+    trainer = _trainer("CPU", tmp_path, TrainingLoop(max_steps=2), [Broken()])
+    with pytest.raises(RuntimeError, match=r"Encountered error when calling Broken.on_fit_start: KeyError"):
+        trainer.fit(loader())
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    (dict(model_dir=None), ValueError, "model_dir is a required argument"),
+    (dict(device="CPU", backend="make"), ValueError, "Exactly one of device and backend"),
+    (dict(device="TPU"), ValueError, "device must be one of"),
+    (dict(model=None), ValueError, "model is a required argument"),
+    (dict(callbacks=[Checkpoint()]), ValueError, "core callback"),
+    (dict(optimizer="instance", model=Net), ValueError, "needs the model instance"),
+    (dict(sparsity={"algorithm": "static"}), NotImplementedError, "sparsity"),
+])
+def test_bad_arguments_fail_before_anything_is_built(kwargs, error, message, tmp_path):
+    args = dict(device="CSX", model_dir=str(tmp_path / "m"), model=Net(), optimizer=None, seed=0)
+    args.update(kwargs)
+    if args.get("backend") == "make":
+        args["backend"] = cstorch.backend("CPU")
+    if args.get("optimizer") == "instance":
+        args["optimizer"] = cstorch.optim.SGD(Net().parameters(), lr=0.1)
+    backend_before = cstorch.backend()
+    with pytest.raises(error, match=message):
+        Trainer(**args)
+    assert cstorch.backend() is backend_before
+    assert not os.path.exists(tmp_path / "m")
+
+
+def test_loop_arguments_are_checked():
+    with pytest.raises(ValueError, match="needs the training length"):
+        TrainingLoop()
+    with pytest.raises(ValueError, match="not both"):
+        TrainingLoop(num_steps=2, num_epochs=1)
+    with pytest.raises(ValueError, match="eval_frequency"):
+        TrainingLoop(num_steps=2, eval_frequency=1.5)
+    with pytest.raises(ValueError, match="grad_accum_steps"):
+        TrainingLoop(num_steps=2, grad_accum_steps=0)
+    with pytest.raises(ValueError, match="exactly once"):
+        Checkpoint(checkpoint_name="ckpt.mdl")
+    with pytest.raises(ValueError, match="not both"):
+        MixedPrecision(max_gradient_norm=1.0, max_gradient_value=1.0)
+
+
+def test_a_second_trainer_of_another_device_type_is_refused(tmp_path):
+    _trainer("CPU", tmp_path, TrainingLoop(max_steps=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="Cannot instantiate multiple trainers with different device types"):
+            _trainer("CSX", tmp_path, TrainingLoop(max_steps=1))
+
+
+def test_progress_bar_shows_loss_and_rate(tmp_path, capsys):
+    from cstorch.trainer import ProgressLogger
+
+    trainer = _trainer("CSX", tmp_path, TrainingLoop(max_steps=4, eval_frequency=None), loggers=[ProgressLogger(True)])
+    trainer.fit(loader())
+    err = capsys.readouterr().err
+    assert "4/4" in err and "loss=" in err and "step/s" in err
+
+
+def _fit_with_dropout(tmp_path, seed):
+    cstorch._backend._reset_backend()
+    trainer = Trainer(device="CSX", model_dir=str(tmp_path / f"seed{seed}"), model=lambda: Net(dropout=0.5),
+                      optimizer=sgd(), seed=seed, loop=TrainingLoop(max_steps=3), loggers=[])
+    trainer.fit(loader())
+    return trainer.model.state_dict()
+
+
+def test_the_seed_makes_runs_repeatable(tmp_path):
+    first, again, other = (_fit_with_dropout(tmp_path / str(i), seed) for i, seed in enumerate((1, 1, 2)))
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)
+
+
+def test_model_zoo_import_paths_are_the_same_objects():
+    import cerebras.modelzoo
+    import cstorch.trainer
+    from cerebras.modelzoo.trainer.callbacks import Checkpoint as ZooCheckpoint
+
+    assert cerebras.modelzoo.Trainer is Trainer
+    assert ZooCheckpoint is Checkpoint
+    assert cerebras.modelzoo.trainer is cstorch.trainer
