@@ -37,6 +37,5 @@ if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _AliasFinder())
 
 from cstorch.trainer import Trainer  # noqa: E402
-from cstorch.trainer import callbacks, loggers  # noqa: E402,F401
 
 __all__ = ["Trainer"]

@@ -1,6 +1,6 @@
 """`ConfigError` and the small checks of YAML values shared by the trainer's
 configuration modules (`config.py`, `legacy.py`): unknown keys (the error names the full
-key path and the closest valid keys), mappings, numbers, and the valid device names."""
+key path and the closest valid keys), mappings, numbers, and the device names."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,6 +8,13 @@ import difflib
 import numbers
 
 DEVICES = ("CSX", "CPU", "GPU")
+
+
+def device_name(value) -> str:
+    """A device / backend type name as the trainer uses it: upper case, the alias XLA
+    read as CSX (`cstorch.backend` accepts both)."""
+    name = str(value).upper()
+    return "CSX" if name == "XLA" else name
 
 
 class ConfigError(ValueError):

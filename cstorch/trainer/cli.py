@@ -4,6 +4,9 @@
     cstorch validate params.yaml [flags]       eval
     cstorch validate_all params.yaml [flags]   eval_all
 
+The subcommands are the Trainer's run methods; `config.mode_for` picks the run mode
+(`config.RUN_MODES`).
+
 Precedence: a flag given on the command line overrides the YAML, which overrides the
 defaults of `cstorch.trainer.config` (model_dir "./model_dir", device CSX). Overrides
 apply to every trainer of a `trainer:` list (`effective_params`):
@@ -22,6 +25,7 @@ apply to every trainer of a `trainer:` list (`effective_params`):
     --logging LEVEL         init.logging.log_level (and this process's log level)
     --max_steps N           init.loop.max_steps = N; the YAML's num_steps, num_epochs and
                             steps_per_epoch are removed so the run ends at global step N
+                            (`set_max_steps`, shared with the legacy runner's flags)
     --eval_steps N          init.loop.eval_steps = N
 
 With more than one CSX (`num_csx > 1`, from the flag or the YAML) the data-parallel mesh
@@ -45,15 +49,19 @@ import sys
 import warnings
 from typing import Optional, Sequence
 
-from .config import ConfigError, is_legacy, convert_legacy, load_params
+from .checks import device_name
+from .config import ConfigError, convert_legacy, is_legacy, load_params, mode_for, trainer_specs
 
-#: subcommand -> run mode (`fit` becomes `train` when no trainer has a val dataloader)
-COMMAND_MODES = {"fit": "train_and_eval", "validate": "eval", "validate_all": "eval_all"}
+#: the flags that set CSX-only settings (also those of the legacy runner, `runner.build_parser`)
+CSX_FLAGS = ("num_csx", "num_workers_per_csx", "compile_only", "validate_only")
+#: the flags that override the YAML (the module doc's table)
+_OVERRIDE_FLAGS = ("model_dir", "checkpoint_path", "target_device", *CSX_FLAGS, "logging", "max_steps", "eval_steps")
 _HOST_DEVICE_FLAG = "--xla_force_host_platform_device_count"
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -71,15 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("-o", "--model_dir", help="folder for checkpoints and logs (default: the YAML's, else "
                                                   "./model_dir)")
     common.add_argument("--checkpoint_path", help="checkpoint to load (default: the latest one in model_dir)")
-    common.add_argument("--num_csx", type=_positive_int, help="number of CSX systems (data-parallel devices)")
-    common.add_argument("--num_workers_per_csx", type=_positive_int, help="data workers per CSX")
+    common.add_argument("--num_csx", type=positive_int, help="number of CSX systems (data-parallel devices)")
+    common.add_argument("--num_workers_per_csx", type=positive_int, help="data workers per CSX")
     only = common.add_mutually_exclusive_group()
     only.add_argument("--compile_only", action="store_true", default=None, help="compile, do not run")
     only.add_argument("--validate_only", action="store_true", default=None,
                       help="check that the step can be compiled, do not run")
     common.add_argument("--logging", type=str.upper, choices=_LOG_LEVELS, help="log level (default INFO)")
-    common.add_argument("--max_steps", type=_positive_int, help="train up to this global step (quick runs)")
-    common.add_argument("--eval_steps", type=_positive_int, help="batches per validation (quick runs)")
+    common.add_argument("--max_steps", type=positive_int, help="train up to this global step (quick runs)")
+    common.add_argument("--eval_steps", type=positive_int, help="batches per validation (quick runs)")
 
     parser = argparse.ArgumentParser(
         prog="cstorch", description="Run a cstorch trainer YAML (the Model Zoo `trainer:` format).",
@@ -91,25 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _trainer_list(params: dict) -> list[dict]:
-    """The trainer dicts of a `trainer:` params dict (creating empty `init` sections)."""
-    value = params.get("trainer")
-    items = value if isinstance(value, list) else [value]
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, dict) and set(item) == {"trainer"}:
-            item = item["trainer"]
-        if not isinstance(item, dict):
-            raise ConfigError(f"trainer{f'[{i}]' if isinstance(value, list) else ''} must be a mapping, "
-                              f"got {type(item).__name__}.")
-        if item.get("init") is None:
-            item["init"] = {}
-        if not isinstance(item["init"], dict):
-            raise ConfigError(f"trainer.init must be a mapping, got {type(item['init']).__name__}.")
-        out.append(item)
-    return out
-
-
 def _section(d: dict, key: str, where: str) -> dict:
     if d.get(key) is None:
         d[key] = {}
@@ -118,13 +107,43 @@ def _section(d: dict, key: str, where: str) -> dict:
     return d[key]
 
 
-def _apply_device(init: dict, args) -> None:
+# -- overrides shared with the legacy runner (`runner._apply_flags`) ----------------------
+def csx_flags(args: argparse.Namespace) -> dict:
+    """{flag name: value} of the CSX-only flags (`CSX_FLAGS`) given on the command line."""
+    return {k: getattr(args, k) for k in CSX_FLAGS if getattr(args, k, None) is not None}
+
+
+def check_csx_target(flags: dict, device) -> None:
+    """ConfigError when CSX-only `flags` were given but the target `device` is CPU or GPU."""
+    device = device_name(device)
+    if flags and device in ("CPU", "GPU"):
+        raise ConfigError(f"{', '.join(f'--{k}' for k in flags)}: CSX settings, but the target device is {device}; "
+                          f"target CSX or leave the flag(s) out.")
+
+
+def set_max_steps(loop: dict, max_steps: int) -> None:
+    """`loop` (`init.loop`, or the legacy `runconfig`: the same keys) ends at global step
+    `max_steps`: its other training lengths (num_steps, num_epochs, steps_per_epoch) go."""
+    for key in ("num_steps", "num_epochs", "steps_per_epoch"):
+        loop.pop(key, None)
+    loop["max_steps"] = max_steps
+
+
+def set_compile_mode(d: dict, flags: dict) -> None:
+    """--compile_only / --validate_only into `d` (`init.backend`, or the legacy
+    `runconfig`): the one given is True, the other False."""
+    if flags.get("compile_only"):
+        d["compile_only"], d["validate_only"] = True, False
+    if flags.get("validate_only"):
+        d["validate_only"], d["compile_only"] = True, False
+
+
+def _apply_device(init: dict, args, path: str) -> None:
     target = args.target_device
-    csx_flags = {k: getattr(args, k) for k in ("num_csx", "num_workers_per_csx", "compile_only", "validate_only")
-                 if getattr(args, k) is not None}
+    flags = csx_flags(args)
     if target == "CSX":
         if init.get("backend") is not None:
-            _section(init, "backend", "trainer.init")["backend_type"] = "CSX"
+            _section(init, "backend", path)["backend_type"] = "CSX"
         else:
             init["device"] = "CSX"
     elif target in ("CPU", "GPU"):
@@ -135,27 +154,22 @@ def _apply_device(init: dict, args) -> None:
                 warnings.warn(f"--target_device {target}: the YAML's CSX backend settings "
                               f"({', '.join('backend.' + k for k in ignored)}) are ignored.", stacklevel=3)
         init["device"] = target
-    if not csx_flags:
+    if not flags:
         return
-    flags = ", ".join(f"--{k}" for k in csx_flags)
-    device = str(init.get("device") or "").upper()
     backend = init.get("backend")
-    btype = str(backend.get("backend_type", "CSX")).upper() if isinstance(backend, dict) else "CSX"
-    if device in ("CPU", "GPU") or btype in ("CPU", "GPU"):
-        raise ConfigError(f"{flags}: CSX settings, but the target device is {device or btype}; use "
-                          f"--target_device CSX or leave the flag(s) out.")
+    if init.get("device") is not None:
+        check_csx_target(flags, init["device"])
+    if isinstance(backend, dict):
+        check_csx_target(flags, backend.get("backend_type", "CSX"))
     if init.get("device") is not None and backend is not None:
         return  # device and backend together: the validation reports it
     init.pop("device", None)
-    backend = _section(init, "backend", "trainer.init")
+    backend = _section(init, "backend", path)
     backend.setdefault("backend_type", "CSX")
     for key in ("num_csx", "num_workers_per_csx"):
-        if key in csx_flags:
-            _section(backend, "cluster_config", "trainer.init.backend")[key] = csx_flags[key]
-    if csx_flags.get("compile_only"):
-        backend["compile_only"], backend["validate_only"] = True, False
-    if csx_flags.get("validate_only"):
-        backend["validate_only"], backend["compile_only"] = True, False
+        if key in flags:
+            _section(backend, "cluster_config", f"{path}.backend")[key] = flags[key]
+    set_compile_mode(backend, flags)
 
 
 def effective_params(args: argparse.Namespace, params: dict) -> dict:
@@ -163,45 +177,39 @@ def effective_params(args: argparse.Namespace, params: dict) -> dict:
     overrides of `args` applied to every trainer (table in the module doc). The input
     is not modified; nothing is built."""
     params = convert_legacy(params) if is_legacy(params) else copy.deepcopy(params)
-    if not isinstance(params, dict) or "trainer" not in params:
-        return params  # the validation explains what is missing
-    for spec in _trainer_list(params):
-        init = spec["init"]
+    if all(getattr(args, k, None) is None for k in _OVERRIDE_FLAGS):
+        return params
+    for path, spec in trainer_specs(params):  # the trainer dicts of `params`, changed in place
+        init = _section(spec, "init", path)
         if args.model_dir is not None:
             init["model_dir"] = args.model_dir
         if args.checkpoint_path is not None:
-            _section(spec, "fit", "trainer")["ckpt_path"] = args.checkpoint_path
-            _section(spec, "validate", "trainer")["ckpt_path"] = args.checkpoint_path
-            _section(spec, "validate_all", "trainer")["ckpt_paths"] = args.checkpoint_path
-        _apply_device(init, args)
+            _section(spec, "fit", path)["ckpt_path"] = args.checkpoint_path
+            _section(spec, "validate", path)["ckpt_path"] = args.checkpoint_path
+            _section(spec, "validate_all", path)["ckpt_paths"] = args.checkpoint_path
+        _apply_device(init, args, f"{path}.init")
         if args.logging is not None:
-            _section(init, "logging", "trainer.init")["log_level"] = args.logging
+            _section(init, "logging", f"{path}.init")["log_level"] = args.logging
         if args.max_steps is not None:
-            loop = _section(init, "loop", "trainer.init")
-            for key in ("num_steps", "num_epochs", "steps_per_epoch"):
-                loop.pop(key, None)
-            loop["max_steps"] = args.max_steps
+            set_max_steps(_section(init, "loop", f"{path}.init"), args.max_steps)
         if args.eval_steps is not None:
-            _section(init, "loop", "trainer.init")["eval_steps"] = args.eval_steps
+            _section(init, "loop", f"{path}.init")["eval_steps"] = args.eval_steps
     return params
 
 
 def run_mode(command: str, params: dict) -> str:
-    """The run mode of a subcommand: `fit` is train_and_eval when some trainer has a
-    `fit.val_dataloader`, else train."""
-    mode = COMMAND_MODES[command]
-    if mode == "train_and_eval" and not any((spec.get("fit") or {}).get("val_dataloader") is not None
-                                            for spec in _trainer_list(copy.deepcopy(params))):
-        return "train"
-    return mode
+    """The run mode of a subcommand (a Trainer method, `config.mode_for`): `fit` is
+    train_and_eval when some trainer has a `fit.val_dataloader`, else train."""
+    return mode_for(command, params)
 
 
 def num_csx(params: dict) -> int:
     """The largest `backend.cluster_config.num_csx` of the trainers (1 when none)."""
     counts = [1]
-    for spec in _trainer_list(copy.deepcopy(params)):
-        backend = spec["init"].get("backend")
-        if isinstance(backend, dict) and str(backend.get("backend_type", "CSX")).upper() in ("CSX", "XLA"):
+    for _, spec in trainer_specs(params):
+        init = spec.get("init")
+        backend = init.get("backend") if isinstance(init, dict) else None
+        if isinstance(backend, dict) and device_name(backend.get("backend_type", "CSX")) == "CSX":
             cc = backend.get("cluster_config") or {}
             if isinstance(cc, dict) and isinstance(cc.get("num_csx"), int):
                 counts.append(cc["num_csx"])
@@ -228,10 +236,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.getLogger("cstorch").setLevel(args.logging or "INFO")
     try:
         params = effective_params(args, load_params(args.params))
-        mode = run_mode(args.command, params) if isinstance(params, dict) and "trainer" in params \
-            else COMMAND_MODES[args.command]
-        if isinstance(params, dict) and "trainer" in params:
-            ensure_host_device_count(num_csx(params))
+        mode = run_mode(args.command, params)
+        ensure_host_device_count(num_csx(params))
         from .config import run_trainer  # builds the backend: only after XLA_FLAGS is final
 
         run_trainer(mode, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
@@ -242,4 +248,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 __all__ = ["main", "build_parser", "effective_params", "run_mode", "num_csx", "ensure_host_device_count",
-           "COMMAND_MODES"]
+           "CSX_FLAGS", "csx_flags", "check_csx_target", "set_max_steps", "set_compile_mode"]

@@ -17,20 +17,29 @@ Pipeline, and the contract of each step:
   arguments of every class named in the YAML checked against its signature (nothing is
   instantiated except `ClusterConfig` and the loop, plain value objects), `device` and
   `backend` together, `model_dir` null or empty, the train batch size not divisible by
-  `loop.grad_accum_steps`, what the run mode needs. Every mistake raises `ConfigError`
-  (a ValueError) with its own message.
+  `loop.grad_accum_steps`, what the run mode needs; across a `trainer:` list, that every
+  trainer resolves to the same device type and backend settings (a process has one
+  backend; `validate_params` only). Every mistake raises `ConfigError` (a ValueError)
+  with its own message.
 * `trainer_arguments(init, training)` -> the Trainer's keyword arguments except `model`
   (the optimizer as `model -> Optimizer` and schedulers as `optimizer -> Scheduler` when
   training, option callbacks, the loop, callbacks, loggers) from a validated `init`
   section, and last the backend (or device), after everything else was built.
-* `configure_trainer_from_config(spec, mode)` -> `(Trainer, run_kwargs)`: the model as a
-  zero-argument factory, the dataloaders, then `trainer_arguments` (so the backend is
-  still created after every other check passed). `run_kwargs` are the arguments of the
-  run method of `mode` (`MODE_METHODS`).
-* `run_trainer(mode, params)`: validates every trainer of the file first, then builds and
-  runs them one after the other. Modes: `train` (fit without validation),
-  `train_and_eval` (fit with the val dataloader(s); a trainer that has none just fits),
-  `eval` (validate), `eval_all` (validate_all).
+* `configure_trainer_from_config(spec, mode)` -> `(Trainer, run_kwargs)`: validates the
+  trainer, then builds the model as a zero-argument factory, the dataloaders, then
+  `trainer_arguments` (so the backend is still created after every other check passed).
+  `run_kwargs` are the arguments of the run method of `mode` (`RUN_MODES[mode].method`).
+* `run_trainer(mode, params)`: validates every trainer of the file first (once), then
+  builds and runs them one after the other; each trainer's loggers are closed
+  (`Trainer.finalize`) after it ran, also when it failed.
+
+Run modes (`RUN_MODES`, the one table of them; the CLI and the legacy runner use it)::
+
+    mode            Trainer method  train dataloader  val dataloader(s)
+    train           fit             required          -
+    train_and_eval  fit             required          optional (without: it only trains)
+    eval            validate        -                 required
+    eval_all        validate_all    -                 required
 
 The `trainer:` structure (a list under `trainer:` = several trainers run in sequence;
 each item is `{trainer: {...}}` or the trainer dict itself)::
@@ -67,7 +76,12 @@ each item is `{trainer: {...}}` or the trainer dict itself)::
   `create_dataloader` (or the processor itself, when iterable) is wrapped in
   `cstorch.utils.data.DataLoader`.
 - `ckpt_path`: absent = autoload the latest checkpoint of model_dir, null = none, a path.
-- Names and relative file paths resolve from `base_dir` (the YAML file's folder).
+- Relative paths: the class names of the form `path/to/file.py:Class` (`model.name`,
+  `data_processor`, the `callbacks` and `loggers` items) resolve from `base_dir` (the
+  YAML file's folder; the working directory when None). Every other path is used as
+  given, so a relative one is taken from the working directory: `model_dir`,
+  `ckpt_path`, `ckpt_paths`, `backend.compile_dir` / `artifact_dir`, and path
+  arguments of classes (e.g. `CSVLogger: {path: ...}`).
 - Mode fallbacks: eval uses `validate.val_dataloader`, else `fit.val_dataloader`;
   eval_all uses `validate_all.val_dataloaders`, else the eval one.
 """
@@ -79,19 +93,42 @@ import inspect
 import logging
 import os
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import yaml
 
 from . import registry
-from .checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_int, is_number, suggest
+from .checks import (DEVICES, ConfigError, check_dict, check_keys, cluster_fields, device_name, is_int, is_number,
+                     suggest)
 from .legacy import convert_legacy, is_legacy
 
 _log = logging.getLogger(__name__)
 
-#: run mode -> Trainer method
-MODE_METHODS = {"train": "fit", "train_and_eval": "fit", "eval": "validate", "eval_all": "validate_all"}
-MODES = tuple(MODE_METHODS)
+
+class RunMode(NamedTuple):
+    """What a run mode runs (table in the module doc)."""
+
+    #: the Trainer method that runs it; also the YAML section holding its arguments
+    method: str
+    #: it trains: needs fit.train_dataloader, an optimizer, a TrainingLoop
+    trains: bool
+    #: it takes val dataloader(s) (`_val_dataloaders`: where they are looked up)
+    validates: bool
+    #: ... and cannot run without
+    val_required: bool
+    #: the legacy runner's driver for it (a `PyTorchBaseRunner` method; its arguments: the
+    #: train dataloader when `trains`, then the eval dataloader when `validates`)
+    runner: str
+
+
+#: run mode -> what it runs: the one table of the run modes
+RUN_MODES = {
+    "train": RunMode("fit", trains=True, validates=False, val_required=False, runner="train"),
+    "train_and_eval": RunMode("fit", trains=True, validates=True, val_required=False, runner="train_and_eval"),
+    "eval": RunMode("validate", trains=False, validates=True, val_required=True, runner="evaluate"),
+    "eval_all": RunMode("validate_all", trains=False, validates=True, val_required=True, runner="evaluate_all"),
+}
+MODES = tuple(RUN_MODES)
 DEFAULT_MODEL_DIR = "./model_dir"
 
 _TRAINER_KEYS = ("init", "fit", "validate", "validate_all")
@@ -102,12 +139,20 @@ _SECTION_KEYS = {
     "validate": ("val_dataloader", "ckpt_path"),
     "validate_all": ("val_dataloaders", "ckpt_paths"),
 }
+#: the val dataloader key of each run method's section, in fallback order: a mode takes its
+#: own section's, else those of the sections after it (eval_all: validate_all, validate, fit)
+_VAL_KEYS = (("validate_all", "val_dataloaders"), ("validate", "val_dataloader"), ("fit", "val_dataloader"))
+#: the checkpoint key of each run method's section (also the method's argument)
+_CKPT_KEYS = {"fit": "ckpt_path", "validate": "ckpt_path", "validate_all": "ckpt_paths"}
 #: keyword arguments of `cstorch.backend(type, ...)` per backend type (see cstorch/_backend.py `_make`)
 _BACKEND_KEYS = {
     "CSX": ("backend_type", "artifact_dir", "compile_dir", "compile_only", "validate_only", "cluster_config"),
     "CPU": ("backend_type", "artifact_dir"),
     "GPU": ("backend_type", "artifact_dir"),
 }
+#: the backend settings a `backend:` block shares with the process's one backend: a later
+#: trainer's block must repeat them (see `_make_backend`, `_check_one_backend`)
+_SHARED_BACKEND_KEYS = ("cluster_config", "compile_only", "validate_only", "compile_dir")
 #: the option sections of `init` and the class (in cstorch.trainer.callbacks) each one configures
 _OPTION_CLASSES = {"precision": "MixedPrecision", "loop": "TrainingLoop", "checkpoint": "Checkpoint",
                    "logging": "Logging"}
@@ -177,9 +222,10 @@ def _signature(obj) -> Optional[inspect.Signature]:
         return None
 
 
-def _check_kwargs(obj, kwargs: dict, path: str, *, skip=(), extra=(), require=True) -> None:
+def _check_kwargs(obj, kwargs: dict, path: str, *, skip=(), extra=(), require=True, renamed=None) -> None:
     """Every key of `kwargs` is a keyword argument of `obj` (a class or callable) or in
-    `extra`; every required argument not in `skip` is given."""
+    `extra`; every required argument not in `skip` is given. `renamed` maps old argument
+    names to their new ones, for the error of an unknown key."""
     name = getattr(obj, "__name__", type(obj).__name__)
     sig = _signature(obj)
     if sig is None:
@@ -191,7 +237,8 @@ def _check_kwargs(obj, kwargs: dict, path: str, *, skip=(), extra=(), require=Tr
     if not takes_any:
         for key in kwargs:
             if key not in accepted:
-                raise ConfigError(f"Unknown key {path}.{key}: {name} takes no argument {key!r}."
+                fix = f" (renamed to {renamed[key]!r})" if renamed and key in renamed else ""
+                raise ConfigError(f"Unknown key {path}.{key}: {name} takes no argument {key!r}{fix}."
                                   f"{suggest(key, accepted)} Valid keys: {', '.join(sorted(accepted))}.")
     if require:
         missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty
@@ -219,20 +266,21 @@ def _named_items(value, path: str) -> list[tuple[str, dict, str]]:
     return out
 
 
-def _callbacks_module():
-    try:
-        from . import callbacks
-    except ImportError as e:  # pragma: no cover - while the trainer package is being written
-        raise ConfigError(f"cstorch.trainer.callbacks cannot be imported ({e}).") from None
-    return callbacks
-
-
 # ======================================================================================
 # validation (no backend, no model)
 # ======================================================================================
+def unwrap_trainer(item, path: str = "trainer") -> dict:
+    """One trainer dict: `item` itself, or X of `{trainer: X}` (ConfigError naming `path`
+    when it is not a mapping)."""
+    if isinstance(item, dict) and set(item) == {"trainer"}:
+        item = item["trainer"]
+    return check_dict(item, path, allow_none=False)
+
+
 def trainer_specs(params: dict) -> list[tuple[str, dict]]:
     """[(path, trainer dict)] of a params dict (legacy converted; a list under `trainer:`
-    gives several, with paths `trainer[i]`)."""
+    gives several, with paths `trainer[i]`). The trainer dicts are those of `params`
+    itself (not copies) unless it was converted from the legacy format."""
     if not isinstance(params, dict):
         raise ConfigError(f"params must be a mapping with a `trainer:` key, got {type(params).__name__}.")
     if is_legacy(params):
@@ -245,26 +293,108 @@ def trainer_specs(params: dict) -> list[tuple[str, dict]]:
     if isinstance(value, list):
         if not value:
             raise ConfigError("trainer is an empty list; give at least one trainer.")
-        specs = []
-        for i, item in enumerate(value):
-            if isinstance(item, dict) and set(item) == {"trainer"}:
-                item = item["trainer"]
-            specs.append((f"trainer[{i}]", check_dict(item, f"trainer[{i}]", allow_none=False)))
-        return specs
-    return [("trainer", check_dict(value, "trainer", allow_none=False))]
+        return [(f"trainer[{i}]", unwrap_trainer(item, f"trainer[{i}]")) for i, item in enumerate(value)]
+    return [("trainer", unwrap_trainer(value, "trainer"))]
 
 
 def validate_params(params: dict, mode: Optional[str] = None, base_dir: Optional[str] = None) -> list[dict]:
-    """Validate every trainer of `params`; returns the trainer dicts in run order."""
+    """Validate every trainer of `params`, and that they all resolve to the same device
+    type and backend settings; returns the trainer dicts in run order."""
+    return [spec for _, spec in _validated_specs(params, mode, base_dir)]
+
+
+def _validated_specs(params: dict, mode: Optional[str], base_dir: Optional[str]) -> list[tuple[str, dict]]:
     specs = trainer_specs(params)
     for path, spec in specs:
         validate_trainer(spec, mode, base_dir, path)
-    return [spec for _, spec in specs]
+    _check_one_backend(specs)
+    return specs
 
 
 def _check_mode(mode) -> None:
     if mode not in MODES:
         raise ConfigError(f"Unknown mode {mode!r}; expected one of {', '.join(MODES)}.")
+
+
+def mode_for(method: str, params: dict) -> str:
+    """The run mode of the Trainer method `method` (fit, validate, validate_all) for
+    `params`: fit is train_and_eval when some trainer has a fit.val_dataloader, else
+    train; validate is eval; validate_all is eval_all."""
+    modes = [mode for mode, m in RUN_MODES.items() if m.method == method]
+    if not modes:
+        methods = sorted({m.method for m in RUN_MODES.values()})
+        raise ConfigError(f"Unknown Trainer method {method!r}; expected one of {', '.join(methods)}.")
+    if len(modes) == 1:
+        return modes[0]
+    validating = next(mode for mode in modes if RUN_MODES[mode].validates)
+    if any(_val_dataloaders(spec, validating) is not None for _, spec in trainer_specs(params)):
+        return validating
+    return next(mode for mode in modes if not RUN_MODES[mode].validates)
+
+
+def _backend_request(init: dict) -> tuple[Optional[str], dict]:
+    """(backend type, settings shared with an existing backend) that a validated `init`
+    asks for: `backend:` -> its type and the `_SHARED_BACKEND_KEYS` it gives (cluster_config
+    as a ClusterConfig); `device:` -> the device, {}; neither -> (None, {})."""
+    if init.get("backend") is not None:
+        b = init["backend"]
+        settings = {k: b[k] for k in _SHARED_BACKEND_KEYS if b.get(k) is not None}
+        if "cluster_config" in settings:
+            from cstorch.distributed import ClusterConfig
+
+            settings["cluster_config"] = ClusterConfig(**settings["cluster_config"])
+        return device_name(b.get("backend_type", "CSX")), settings
+    if init.get("device") is not None:
+        return device_name(init["device"]), {}
+    return None, {}
+
+
+def _backend_defaults() -> dict:
+    """The `_SHARED_BACKEND_KEYS` of a backend made without settings (from `device:`)."""
+    from cstorch._backend import Backend
+    from cstorch.distributed import ClusterConfig
+
+    params = inspect.signature(Backend).parameters
+    return {k: ClusterConfig() if k == "cluster_config" else params[k].default for k in _SHARED_BACKEND_KEYS}
+
+
+def _check_one_backend(specs: list[tuple[str, dict]]) -> None:
+    """The trainers of a list run one after the other in one process, which has one
+    backend: the first trainer that runs makes it (or the process's existing one is used),
+    and every later trainer must resolve to it. A `device:` trainer needs the same type, a
+    `backend:` trainer also the same values of the settings it gives; a trainer with
+    neither takes the backend that exists (the first one: device CSX, as
+    `trainer_arguments`). So what fails when trainer i is built is reported now."""
+    import cstorch
+
+    existing = cstorch.backend()
+    current = None  # (type, shared settings, description) of the backend a trainer would find
+    if existing is not None:
+        current = (existing.backend_type.name, {k: getattr(existing, k, None) for k in _SHARED_BACKEND_KEYS},
+                   f"this process's existing {existing.backend_type.name} backend")
+    for path, spec in specs:
+        init = spec["init"]
+        btype, settings = _backend_request(init)
+        if init.get("backend") is not None:
+            what = f"{path}.init.backend ({init['backend']!r})"
+        elif init.get("device") is not None:
+            what = f"{path}.init.device ({init['device']!r})"
+        else:
+            what = f"{path}.init (neither device nor backend: the backend that exists, else device 'CSX')"
+        if current is None:
+            btype = btype or "CSX"
+            current = (btype, {**_backend_defaults(), **settings} if btype == "CSX" else {}, what)
+            continue
+        if btype is None:
+            continue
+        ctype, csettings, cwhat = current
+        differ = ["the device type"] if btype != ctype else [k for k, v in settings.items() if csettings.get(k) != v]
+        if differ:
+            raise ConfigError(
+                f"{what} does not match {cwhat}: they differ in {', '.join(differ)}. The trainers of a list run "
+                f"one after the other in one process, which has one backend, so every trainer needs the same device "
+                f"type and backend settings; make them the same (--target_device sets every trainer's) or run "
+                f"the trainers in separate processes.")
 
 
 def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[str] = None,
@@ -304,7 +434,8 @@ def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[
     optimizer = _check_optimizer(init.get("optimizer"), f"{p}.optimizer")
     _check_schedulers(init.get("schedulers"), f"{p}.schedulers", has_optimizer=optimizer is not None)
 
-    cb = _callbacks_module()
+    from . import callbacks as cb
+
     for key, cls_name in _OPTION_CLASSES.items():
         kwargs = check_dict(init.get(key), f"{p}.{key}")
         _check_kwargs(getattr(cb, cls_name), kwargs, f"{p}.{key}")
@@ -346,18 +477,20 @@ def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[
 
     if mode is None:
         return
-    if mode in ("train", "train_and_eval"):
+    run_mode = RUN_MODES[mode]
+    if run_mode.trains:
         if train_dl is None:
             raise ConfigError(f"mode {mode!r} needs {path}.fit.train_dataloader.")
         if optimizer is None:
             raise ConfigError(f"mode {mode!r} needs {p}.optimizer (e.g. {{AdamW: {{lr: 0.001}}}}).")
-        if init.get("loop") is not None:  # absent: the Trainer's default TrainingLoop(num_epochs=1)
-            _try_build(cb.TrainingLoop, loop, f"{p}.loop")
-    else:
-        if _val_dataloaders(spec, mode) is None:
-            needs = ("validate.val_dataloader" if mode == "eval" else "validate_all.val_dataloaders")
-            raise ConfigError(f"mode {mode!r} needs {path}.{needs} (or {path}.fit.val_dataloader).")
+    if run_mode.val_required and _val_dataloaders(spec, mode) is None:
+        first, *rest = (f"{path}.{section}.{key}" for section, key in _val_sources(mode))
+        alternatives = f" (or {' or '.join(rest)})" if rest else ""
+        raise ConfigError(f"mode {mode!r} needs {first}{alternatives}.")
+    if not run_mode.trains:
         _try_build(cb.ValidationLoop, {"eval_steps": loop.get("eval_steps")}, f"{p}.loop")
+    elif init.get("loop") is not None:  # absent: the Trainer's default TrainingLoop(num_epochs=1)
+        _try_build(cb.TrainingLoop, loop, f"{p}.loop")
 
 
 def _try_build(cls, kwargs: dict, path: str):
@@ -374,13 +507,12 @@ def _check_device(init: dict, p: str) -> None:
                           f"for defaults, or backend: {{backend_type: ..., ...}} for settings, not both.")
     if init.get("device") is not None:
         dev = init["device"]
-        if not isinstance(dev, str) or dev.upper() not in DEVICES + ("XLA",):
+        if not isinstance(dev, str) or device_name(dev) not in DEVICES:
             raise ConfigError(f"{p}.device must be one of {', '.join(DEVICES)}, got {dev!r}.")
     if not has_backend:
         return
     b = check_dict(init["backend"], f"{p}.backend")
-    btype = str(b.get("backend_type", "CSX")).upper()
-    btype = "CSX" if btype == "XLA" else btype
+    btype = device_name(b.get("backend_type", "CSX"))
     if btype not in _BACKEND_KEYS:
         raise ConfigError(f"{p}.backend.backend_type must be one of {', '.join(DEVICES)}, got {b['backend_type']!r}.")
     check_keys(b, _BACKEND_KEYS[btype], f"{p}.backend", f"the {btype} backend")
@@ -494,7 +626,7 @@ def _check_schedulers(value, where: str, has_optimizer: bool) -> None:
 
 
 def _check_scheduler_item(item, where: str, in_sequence: bool = False) -> None:
-    (name, kwargs, p), = _named_item(item, where)
+    name, kwargs, p = _named_item(item, where)
     cls = _scheduler_class(name, where)
     kwargs = dict(kwargs)
     if in_sequence and "total_iters" in kwargs and "total_iters" not in inspect.signature(cls).parameters:
@@ -532,12 +664,13 @@ def _check_scheduler_item(item, where: str, in_sequence: bool = False) -> None:
     _check_kwargs(cls, kwargs, p, skip=skip)
 
 
-def _named_item(item, where: str) -> list[tuple[str, dict, str]]:
+def _named_item(item, where: str) -> tuple[str, dict, str]:
+    """(class name, kwargs, key path of the kwargs) of a scheduler item `{Name: kwargs}`."""
     if not isinstance(item, dict) or len(item) != 1:
         raise ConfigError(f"{where} must be a mapping with exactly one key, the scheduler class, holding its "
                           f"arguments (e.g. {{CosineDecayLR: {{initial_learning_rate: 0.001, ...}}}}); got {item!r}.")
     (name, kwargs), = item.items()
-    return [(str(name), check_dict(kwargs, f"{where}.{name}"), f"{where}.{name}")]
+    return str(name), check_dict(kwargs, f"{where}.{name}"), f"{where}.{name}"
 
 
 def _check_legacy_lr(value, where: str) -> None:
@@ -565,15 +698,9 @@ def _check_legacy_lr(value, where: str) -> None:
             cls = sc._find_class(spec["scheduler"])
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{w}.scheduler: {e}") from None
-        accepted = [k for k in inspect.signature(cls).parameters if k != "optimizer"]
-        for key in spec:
-            if key in ("scheduler", "main_scheduler") or key in accepted:
-                continue
-            if key == "total_iters" and isinstance(value, list):
-                continue  # its duration inside the sequence
-            fix = f" (renamed to {sc._OLD_KEYS[key]!r})" if key in sc._OLD_KEYS else ""
-            raise ConfigError(f"Unknown key {w}.{key}: {cls.__name__} takes no argument {key!r}{fix}."
-                              f"{suggest(key, accepted)} Valid keys: {', '.join(accepted)}.")
+        # in a list, total_iters is also the scheduler's duration inside the sequence
+        extra = ("scheduler", "main_scheduler") + (("total_iters",) if isinstance(value, list) else ())
+        _check_kwargs(cls, spec, w, skip=("optimizer",), extra=extra, renamed=sc._OLD_KEYS)
 
 
 def _dataloader_specs(spec: dict, path: str) -> list[tuple[str, Any]]:
@@ -605,28 +732,29 @@ def _check_dataloader(dl, where: str, base_dir) -> type:
     return cls
 
 
-def _val_dataloaders(spec: dict, mode: str):
-    """The val dataloader spec(s) `mode` runs on (with the documented fallbacks), or None."""
-    fit, val, val_all = (spec.get(k) or {} for k in ("fit", "validate", "validate_all"))
-    if mode == "train_and_eval":
-        return fit.get("val_dataloader")
-    if mode == "eval":
-        return val.get("val_dataloader") or fit.get("val_dataloader")
-    if mode == "eval_all":
-        return val_all.get("val_dataloaders") or val.get("val_dataloader") or fit.get("val_dataloader")
+def _val_sources(mode: str) -> tuple[tuple[str, str], ...]:
+    """The (section, key) places the val dataloader(s) of `mode` are taken from, first
+    found wins: its own section's, then those of the sections after it in `_VAL_KEYS`."""
+    if not RUN_MODES[mode].validates:
+        return ()
+    sections = [section for section, _ in _VAL_KEYS]
+    return _VAL_KEYS[sections.index(RUN_MODES[mode].method):]
+
+
+def _val_dataloaders(spec: dict, mode: str, with_path: bool = False):
+    """The val dataloader spec(s) `mode` runs on (with the documented fallbacks), or None;
+    with `with_path`, `(spec(s), "section.key")` (None when there are none)."""
+    for section, key in _val_sources(mode):
+        values = spec.get(section)
+        value = values.get(key) if isinstance(values, dict) else None  # not a mapping: validation reports it
+        if value:
+            return (value, f"{section}.{key}") if with_path else value
     return None
 
 
 # ======================================================================================
 # building
 # ======================================================================================
-def _unwrap(trainer_params: dict) -> dict:
-    if isinstance(trainer_params, dict) and set(trainer_params) == {"trainer"} \
-            and isinstance(trainer_params["trainer"], dict):
-        return trainer_params["trainer"]
-    return trainer_params
-
-
 def _model_factory(spec: dict, base_dir) -> Callable:
     cls = registry.resolve("model", spec["name"], base_dir)
     kwargs = {k: v for k, v in spec.items() if k != "name"}
@@ -731,25 +859,20 @@ def _make_backend(spec: dict, where: str, model_dir: str):
     """The CSX/CPU/GPU backend of `backend:` (the process's existing one when its settings match);
     artifacts go to `<model_dir>/cerebras_logs` unless the spec says `artifact_dir`."""
     import cstorch
-    from cstorch.distributed import ClusterConfig
 
-    kwargs = copy.deepcopy(spec)
-    btype = str(kwargs.pop("backend_type", "CSX")).upper()
-    btype = "CSX" if btype == "XLA" else btype
-    kwargs.setdefault("artifact_dir", os.path.join(os.path.abspath(model_dir), "cerebras_logs"))
-    if kwargs.get("cluster_config") is not None:
-        kwargs["cluster_config"] = ClusterConfig(**kwargs["cluster_config"])
+    btype, settings = _backend_request({"backend": spec})
     existing = cstorch.backend()
     if existing is not None:
         same = existing.backend_type.name == btype and all(
-            getattr(existing, k, None) == v for k, v in kwargs.items()
-            if k in ("cluster_config", "compile_only", "validate_only", "compile_dir"))
+            getattr(existing, k, None) == v for k, v in settings.items())
         if not same:
             raise ConfigError(f"{where}: this process already has a {existing.backend_type.name} backend with other "
                               f"settings (one backend per process); run this trainer in its own process.")
         return existing
+    kwargs = {k: v for k, v in spec.items() if k not in ("backend_type", *_SHARED_BACKEND_KEYS)}
+    kwargs.setdefault("artifact_dir", os.path.join(os.path.abspath(model_dir), "cerebras_logs"))
     try:
-        return cstorch.backend(btype, **kwargs)
+        return cstorch.backend(btype, **settings, **kwargs)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{where}: {e}") from None
 
@@ -764,7 +887,8 @@ def trainer_arguments(init: dict, training: bool, base_dir: Optional[str] = None
     (`backend:`) or device, so that a backend is created only once everything else was
     built. `base_dir` anchors relative file names; `path` (the key path of `init`)
     prefixes the key paths in errors."""
-    cb = _callbacks_module()
+    from . import callbacks as cb
+
     kwargs: dict[str, Any] = {"model_dir": init.get("model_dir", DEFAULT_MODEL_DIR), "seed": init.get("seed")}
     if training and init.get("optimizer") is not None:
         kwargs["optimizer"] = _optimizer_factory(init["optimizer"])
@@ -794,8 +918,7 @@ def trainer_arguments(init: dict, training: bool, base_dir: Optional[str] = None
     if init.get("backend") is not None:
         kwargs["backend"] = _make_backend(init["backend"], f"{path}.backend", kwargs["model_dir"])
     elif init.get("device") is not None:
-        device = str(init["device"]).upper()
-        kwargs["device"] = "CSX" if device == "XLA" else device
+        kwargs["device"] = device_name(init["device"])
     elif cstorch.backend() is None:
         kwargs["device"] = "CSX"
     return kwargs
@@ -803,67 +926,68 @@ def trainer_arguments(init: dict, training: bool, base_dir: Optional[str] = None
 
 def _run_arguments(spec: dict, mode: str, base_dir, path: str) -> dict:
     """The keyword arguments of the run method of `mode` (the dataloaders built)."""
+    run_mode = RUN_MODES[mode]
+    section = spec.get(run_mode.method) or {}
     run_kwargs: dict[str, Any] = {}
-    fit, val, val_all = (spec.get(k) or {} for k in ("fit", "validate", "validate_all"))
-    if mode in ("train", "train_and_eval"):
-        run_kwargs["train_dataloader"] = _build_dataloader(fit["train_dataloader"], base_dir,
-                                                           f"{path}.fit.train_dataloader")
-        if mode == "train_and_eval":
-            if fit.get("val_dataloader") is not None:
-                run_kwargs["val_dataloader"] = _build_dataloaders(fit["val_dataloader"], base_dir,
-                                                                  f"{path}.fit.val_dataloader")
-            else:
-                _log.warning("mode train_and_eval: this trainer has no fit.val_dataloader; it trains only.")
-        if "ckpt_path" in fit:
-            run_kwargs["ckpt_path"] = fit["ckpt_path"]
-    elif mode == "eval":
-        run_kwargs["val_dataloader"] = _build_dataloaders(_val_dataloaders(spec, mode), base_dir,
-                                                          f"{path}.validate.val_dataloader")
-        if "ckpt_path" in val:
-            run_kwargs["ckpt_path"] = val["ckpt_path"]
-    else:
-        dls = _build_dataloaders(_val_dataloaders(spec, mode), base_dir, f"{path}.validate_all.val_dataloaders")
-        run_kwargs["val_dataloaders"] = dls if isinstance(dls, list) else [dls]
-        if "ckpt_paths" in val_all:
-            run_kwargs["ckpt_paths"] = val_all["ckpt_paths"]
+    if run_mode.trains:
+        run_kwargs["train_dataloader"] = _build_dataloader(section["train_dataloader"], base_dir,
+                                                           f"{path}.{run_mode.method}.train_dataloader")
+    if run_mode.validates:
+        found = _val_dataloaders(spec, mode, with_path=True)
+        if found is None:  # validation let it through: the mode runs without
+            _log.warning("mode %s: this trainer has no %s.%s; it does not validate.", mode, *_val_sources(mode)[0])
+        else:
+            value, where = found
+            dls = _build_dataloaders(value, base_dir, f"{path}.{where}")
+            key = _val_sources(mode)[0][1]  # the method's argument: val_dataloader(s)
+            run_kwargs[key] = [dls] if key.endswith("s") and not isinstance(dls, list) else dls
+    ckpt_key = _CKPT_KEYS[run_mode.method]
+    if ckpt_key in section:
+        run_kwargs[ckpt_key] = section[ckpt_key]
     return run_kwargs
 
 
-def configure_trainer_from_config(trainer_params: dict, mode: str, base_dir: Optional[str] = None,
-                                  path: str = "trainer"):
-    """`(Trainer, run_kwargs)` for one trainer dict (the value of `trainer:`, or
-    `{"trainer": <it>}`) and `mode`; `getattr(trainer, MODE_METHODS[mode])(**run_kwargs)`
-    runs it. Validates first; the backend is created last (by `trainer_arguments`), after
-    the dataloaders and everything else were built. `base_dir` anchors relative file
-    names; `path` prefixes the key paths in errors."""
-    _check_mode(mode)
-    spec = _unwrap(trainer_params)
-    validate_trainer(spec, mode, base_dir, path)
+def _build_trainer(spec: dict, mode: str, base_dir, path: str):
+    """`(Trainer, run_kwargs)` of a validated trainer dict."""
     init = spec["init"]
     model = _model_factory(init["model"], base_dir)
     run_kwargs = _run_arguments(spec, mode, base_dir, path)
-    kwargs = trainer_arguments(init, mode in ("train", "train_and_eval"), base_dir, f"{path}.init")
+    kwargs = trainer_arguments(init, RUN_MODES[mode].trains, base_dir, f"{path}.init")
 
     from .trainer import Trainer
 
     return Trainer(model=model, **kwargs), run_kwargs
 
 
-def run_trainer(mode: str, params: dict, base_dir: Optional[str] = None) -> list:
-    """Validate every trainer of `params` for `mode`, then build and run each in order.
-    Returns the trainers."""
+def configure_trainer_from_config(trainer_params: dict, mode: str, base_dir: Optional[str] = None,
+                                  path: str = "trainer"):
+    """`(Trainer, run_kwargs)` for one trainer dict (the value of `trainer:`, or
+    `{"trainer": <it>}`) and `mode`; `getattr(trainer, RUN_MODES[mode].method)(**run_kwargs)`
+    runs it. Validates first; the backend is created last (by `trainer_arguments`), after
+    the dataloaders and everything else were built. `base_dir` anchors relative file
+    names; `path` prefixes the key paths in errors."""
     _check_mode(mode)
-    specs = trainer_specs(params)
-    for path, spec in specs:
-        validate_trainer(spec, mode, base_dir, path)
+    spec = unwrap_trainer(trainer_params, path)
+    validate_trainer(spec, mode, base_dir, path)
+    return _build_trainer(spec, mode, base_dir, path)
+
+
+def run_trainer(mode: str, params: dict, base_dir: Optional[str] = None) -> list:
+    """Validate every trainer of `params` for `mode` (`validate_params`), then build and
+    run each in order; each trainer's loggers are closed (`Trainer.finalize`) once it ran,
+    also when it raised. Returns the trainers."""
+    _check_mode(mode)
     trainers = []
-    for path, spec in specs:
-        trainer, run_kwargs = configure_trainer_from_config(spec, mode, base_dir, path)
-        getattr(trainer, MODE_METHODS[mode])(**run_kwargs)
+    for path, spec in _validated_specs(params, mode, base_dir):
+        trainer, run_kwargs = _build_trainer(spec, mode, base_dir, path)
+        try:
+            getattr(trainer, RUN_MODES[mode].method)(**run_kwargs)
+        finally:
+            trainer.finalize()
         trainers.append(trainer)
     return trainers
 
 
-__all__ = ["ConfigError", "MODES", "MODE_METHODS", "DEFAULT_MODEL_DIR", "load_params", "is_legacy",
-           "convert_legacy", "trainer_specs", "validate_params", "validate_trainer", "trainer_arguments",
-           "configure_trainer_from_config", "run_trainer"]
+__all__ = ["ConfigError", "RunMode", "RUN_MODES", "MODES", "DEFAULT_MODEL_DIR", "load_params",
+           "is_legacy", "convert_legacy", "unwrap_trainer", "trainer_specs", "mode_for", "validate_params",
+           "validate_trainer", "trainer_arguments", "configure_trainer_from_config", "run_trainer"]

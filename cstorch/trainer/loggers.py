@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import warnings
 from typing import Optional
 
 from .callbacks.base import Callback
@@ -27,8 +28,9 @@ class TensorBoardLogger(Logger):
     `cstorch.utils.tensorboard.SummaryReader` or TensorBoard itself."""
 
     def __init__(self, summary_dir: Optional[str] = None, legacy_event_dirs: bool = False):
+        if legacy_event_dirs:
+            warnings.warn("TensorBoardLogger(legacy_event_dirs=True) has no effect: events go to summary_dir")
         self.summary_dir = summary_dir
-        self.legacy_event_dirs = legacy_event_dirs
         self.writer = None
 
     def setup(self, trainer):

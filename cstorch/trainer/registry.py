@@ -20,13 +20,14 @@ closest registered names.
 """
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib
 import importlib.util
 import os
 import sys
 from typing import Callable, Optional
+
+from .checks import suggest
 
 #: the kinds of names a YAML gives, and where `resolve` looks for each besides the registry
 KINDS = ("model", "data_processor", "callback", "logger")
@@ -117,10 +118,7 @@ def resolve(kind: str, name: str, base_dir: Optional[str] = None):
     tried.append("a dotted import path (package.module.Class or package.module:Class)")
     tried.append("a file and class (path/to/file.py:Class)")
 
-    candidates = list(_REGISTRY[kind]) + builtin_names
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
-    close += [c for c in candidates if c.lower() == name.lower() and c not in close]
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    hint = suggest(name, list(_REGISTRY[kind]) + builtin_names)
     if kind in _BUILTIN_MODULES:
         how = (f"Name a class of {_BUILTIN_MODULES[kind][0]}, or your own as package.module.Class or "
                f"path/to/file.py:Class.")
@@ -135,9 +133,8 @@ def _get_attr(kind: str, name: str, module, attr: str, where: str):
     for part in attr.split("."):
         if not part or not hasattr(obj, part):
             names = [k for k in vars(module) if not k.startswith("_")]
-            close = difflib.get_close_matches(attr, names, n=3, cutoff=0.6)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"Unknown {kind.replace('_', ' ')} {name!r}: {where} has no attribute {attr!r}.{hint}")
+            raise ValueError(f"Unknown {kind.replace('_', ' ')} {name!r}: {where} has no attribute {attr!r}."
+                             f"{suggest(attr, names)}")
         obj = getattr(obj, part)
     if not callable(obj):
         raise ValueError(f"{kind.replace('_', ' ')} {name!r}: {attr!r} in {where} is not a class or callable "

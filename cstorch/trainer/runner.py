@@ -98,6 +98,7 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import os
 from typing import Callable, Optional, Sequence, Union
 
 import torch
@@ -108,11 +109,10 @@ from . import config as _config
 from .callbacks.base import Callback
 from .callbacks.logs import ModelEvalMetrics
 from .callbacks.loop import TrainingLoop, ValidationLoop
-from .config import ConfigError
+from .cli import check_csx_target, csx_flags, ensure_host_device_count, positive_int, set_compile_mode, set_max_steps
+from .config import MODES, RUN_MODES, ConfigError
 from .legacy import convert_legacy, is_legacy
 from .trainer import Trainer
-
-MODES = ("train", "eval", "train_and_eval", "eval_all")
 
 
 class _StandInModel(torch.nn.Module):
@@ -255,8 +255,9 @@ def _same(value):
     return value
 
 
-def _trainer_spec(params) -> dict:
-    """The validated `trainer:` dict of `params` (legacy converted)."""
+def _trainer_spec(params, base_dir: Optional[str] = None) -> dict:
+    """The validated `trainer:` dict of `params` (legacy converted); `base_dir` anchors
+    the relative `file.py:Class` names."""
     if not isinstance(params, dict):
         raise ConfigError(f"params must be a dict (the legacy flat format or a `trainer:` dict), got "
                           f"{type(params).__name__}")
@@ -272,7 +273,8 @@ def _trainer_spec(params) -> dict:
                           "`trainer:` mapping (a list of trainers is for `cstorch fit`, not the runner).")
     init = spec.get("init") or {}
     # model and data come from the runner's arguments: validate everything else
-    _config.validate_trainer({"init": {**init, "model": {"name": f"{__name__}:_StandInModel"}}})
+    _config.validate_trainer({"init": {**init, "model": {"name": f"{__name__}:_StandInModel"}}},
+                             base_dir=base_dir)
     return spec
 
 
@@ -282,16 +284,18 @@ class PyTorchBaseRunner:
     `model`: a `torch.nn.Module` whose forward takes the batch and returns the loss (or
     a `(loss, output)` pair / a dict with "loss"), or a zero-argument callable returning
     one (called once the backend exists). `params`: the legacy flat dict. `callbacks`,
-    `loggers`: extra Trainer callbacks and the Trainer's loggers (default: its own)."""
+    `loggers`: extra Trainer callbacks and the Trainer's loggers (default: its own).
+    `base_dir`: the folder relative `path/to/file.py:Class` names in `params` are taken
+    from (the params file's folder; None: the working directory)."""
 
     def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module]], params: dict, *,
-                 callbacks: Optional[list] = None, loggers: Optional[list] = None):
+                 callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
         self.params = params
-        spec = self._spec = _trainer_spec(params)
+        spec = self._spec = _trainer_spec(params, base_dir)
         init = spec.get("init") or {}
         trains = any((init.get("loop") or {}).get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
         # init.loggers is not used: the Trainer gets the `loggers` argument (None: its own)
-        kwargs = _config.trainer_arguments({**init, "loggers": None}, training=trains)
+        kwargs = _config.trainer_arguments({**init, "loggers": None}, training=trains, base_dir=base_dir)
         loop = kwargs["loop"]
         self._eval_loop = loop if isinstance(loop, ValidationLoop) else ValidationLoop(eval_steps=loop.eval_steps)
         self._hooks = _RunnerHooks(self)
@@ -419,16 +423,6 @@ class PyTorchBaseRunner:
 # ======================================================================================
 # the legacy entry point
 # ======================================================================================
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The legacy `run.py` flags."""
     p = argparse.ArgumentParser(description="Run a model with the legacy runner (flat params YAML).")
@@ -437,13 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--mode", choices=MODES, help="what to run (default: runconfig.mode, else train)")
     p.add_argument("-o", "--model_dir", help="checkpoints and logs (overrides runconfig.model_dir)")
     p.add_argument("--checkpoint_path", help="checkpoint to start from (default: the latest in model_dir)")
-    p.add_argument("--max_steps", type=_positive_int, help="train up to this global step (replaces num_steps "
+    p.add_argument("--max_steps", type=positive_int, help="train up to this global step (replaces num_steps "
                                                            "and num_epochs)")
-    p.add_argument("--eval_steps", type=_positive_int, help="batches per evaluation")
+    p.add_argument("--eval_steps", type=positive_int, help="batches per evaluation")
     only = p.add_mutually_exclusive_group()
     only.add_argument("--compile_only", action="store_true", default=None, help="CSX: compile, do not run")
     only.add_argument("--validate_only", action="store_true", default=None, help="CSX: check the step compiles")
-    p.add_argument("--num_csx", type=_positive_int, help="CSX: number of systems (data-parallel devices)")
+    p.add_argument("--num_csx", type=positive_int, help="CSX: number of systems (data-parallel devices)")
     return p
 
 
@@ -455,20 +449,14 @@ def _apply_flags(params: dict, args: argparse.Namespace) -> None:
     if not isinstance(run, dict):
         raise ConfigError(f"runconfig must be a mapping, got {type(run).__name__}")
     run["target_device"] = args.target_device
-    csx = [f"--{k}" for k in ("compile_only", "validate_only", "num_csx") if getattr(args, k) is not None]
-    if csx and args.target_device != "CSX":
-        raise ConfigError(f"{', '.join(csx)}: CSX settings, but the target device is {args.target_device}.")
+    flags = csx_flags(args)
+    check_csx_target(flags, args.target_device)
     for key in ("model_dir", "checkpoint_path", "eval_steps", "num_csx"):
         if getattr(args, key) is not None:
             run[key] = getattr(args, key)
     if args.max_steps is not None:
-        for key in ("num_steps", "num_epochs", "steps_per_epoch"):
-            run.pop(key, None)
-        run["max_steps"] = args.max_steps
-    if args.compile_only:
-        run["compile_only"], run["validate_only"] = True, False
-    if args.validate_only:
-        run["validate_only"], run["compile_only"] = True, False
+        set_max_steps(run, args.max_steps)  # the legacy runconfig has the loop's key names
+    set_compile_mode(run, flags)
 
 
 def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Callable[[dict], object]],
@@ -480,9 +468,13 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
 
     Loads the YAML (legacy flat format), lets `default_params_fn(params)` fill defaults
     (in place, or by returning the new dict), writes the flags into `runconfig`, builds
-    `runner_cls.create(model_fn, params)` and runs the mode with `train_data_fn(params)` /
-    `eval_data_fn(params)` (cstorch or torch DataLoaders, or iterables of batches).
-    Returns the runner. A configuration mistake exits with status 2 and its message."""
+    `runner_cls.create(model_fn, params, base_dir=<the params file's folder>)` (so relative
+    `file.py:Class` names resolve from there; a `runner_cls` that overrides `__init__`
+    passes `base_dir` on) and runs the mode (`config.RUN_MODES[mode].runner`) with
+    `train_data_fn(params)` / `eval_data_fn(params)` (cstorch or torch DataLoaders, or
+    iterables of batches).
+    Returns the runner. A configuration mistake (a ConfigError, also one the mode raises
+    when it starts) exits with status 2 and its message."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -496,26 +488,18 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
         if mode not in MODES:
             raise ConfigError(f"runconfig.mode must be one of {', '.join(MODES)}, got {mode!r}")
         _apply_flags(params, args)
-        from .cli import ensure_host_device_count
-
-        needs = {"train": ("train_data_fn",), "eval": ("eval_data_fn",), "eval_all": ("eval_data_fn",),
-                 "train_and_eval": ("train_data_fn", "eval_data_fn")}[mode]
-        fns = {"train_data_fn": train_data_fn, "eval_data_fn": eval_data_fn}
-        missing = [n for n in needs if fns[n] is None]
+        run_mode = RUN_MODES[mode]
+        # the driver's arguments, in order: the train data when the mode trains, the eval data when it validates
+        fns = (([("train_data_fn", train_data_fn)] if run_mode.trains else [])
+               + ([("eval_data_fn", eval_data_fn)] if run_mode.validates else []))
+        missing = [name for name, fn in fns if fn is None]
         if missing:
             raise ConfigError(f"mode {mode} needs {' and '.join(missing)}; pass it to run().")
         ensure_host_device_count(int(params["runconfig"].get("num_csx") or 1))
-        runner = runner_cls.create(model_fn, params)
+        runner = runner_cls.create(model_fn, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
+        getattr(runner, run_mode.runner)(*(fn(params) for _, fn in fns))
     except ConfigError as e:
         parser.error(str(e))
-    if mode == "train":
-        runner.train(train_data_fn(params))
-    elif mode == "eval":
-        runner.evaluate(eval_data_fn(params))
-    elif mode == "train_and_eval":
-        runner.train_and_eval(train_data_fn(params), eval_data_fn(params))
-    else:
-        runner.evaluate_all(eval_data_fn(params))
     return runner
 
 

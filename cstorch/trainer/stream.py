@@ -13,38 +13,24 @@ resuming is exact for loaders whose order depends only on their own seeded state
 from __future__ import annotations
 
 from ..utils.data import DataLoader
-from ..utils.data.streamer import share
+from ..utils.data.streamer import LoaderPasses, share
 
 
 class _Continuing:
     """An endless iterator over `loader`'s passes, starting after `skip` batches."""
 
     def __init__(self, loader, skip: int):
-        self._loader = loader
+        self._passes = LoaderPasses(loader)
         self._skip = skip
-        self._it = None
 
     def __iter__(self):
         return self
 
     def __next__(self):
         while self._skip:
-            self._pull()
+            next(self._passes)
             self._skip -= 1
-        return self._pull()
-
-    def _pull(self):
-        fresh = self._it is None
-        if fresh:
-            self._it = iter(self._loader)
-        while True:
-            try:
-                return next(self._it)
-            except StopIteration:
-                if fresh:
-                    raise RuntimeError("The train dataloader yielded no batch in a whole pass; check its dataset "
-                                       "size against its batch size (drop_last drops a partial batch).") from None
-                self._it, fresh = iter(self._loader), True
+        return next(self._passes)
 
 
 class TrainStream(DataLoader):

@@ -71,11 +71,11 @@ from .callbacks.logs import Logging
 from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
 from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
+from .checks import DEVICES
 from .stream import TrainStream
 
 log = logging.getLogger("cstorch.trainer")
 
-_DEVICES = ("CSX", "CPU", "GPU")
 
 
 def _timestamp_dir(parent: str) -> str:
@@ -158,6 +158,7 @@ class Trainer:
         self.callbacks: list[Callback] = [self.loop, self.precision, self.logging, *user, *global_callbacks(),
                                           *self.loggers, self.checkpoint]
         self.global_step = 0
+        self._step_pending = False  # between on_train_batch_start and the step's count
         self.fit_plan: Optional[FitPlan] = None
         self.last_metrics: dict[str, float] = {}
 
@@ -216,8 +217,8 @@ class Trainer:
             raise ValueError(f"Exactly one of device and backend may be given, got device={device!r} and "
                              f"backend={backend!r}. Pass device='CSX'|'CPU'|'GPU', or a backend made with "
                              f"cstorch.backend(...).")
-        if device is not None and (not isinstance(device, str) or device.upper() not in _DEVICES):
-            raise ValueError(f"device must be one of {_DEVICES} (or None with backend=...), got {device!r}")
+        if device is not None and (not isinstance(device, str) or device.upper() not in DEVICES):
+            raise ValueError(f"device must be one of {DEVICES} (or None with backend=...), got {device!r}")
         if backend is not None and not isinstance(backend, cstorch.Backend):
             raise TypeError(f"backend must be a cstorch backend (cstorch.backend(...)), got {type(backend).__name__}")
         if device is None and backend is None and cstorch.backend() is None:
@@ -257,38 +258,37 @@ class Trainer:
         if autorestart is not None:
             raise NotImplementedError("autorestart is not supported: rerun the same command instead, which "
                                       "autoloads the latest checkpoint.")
+        items = list(schedulers) if isinstance(schedulers, (list, tuple)) else [] if schedulers is None else [schedulers]
+        for i, s in enumerate(items):
+            if not isinstance(s, cstorch.optim.scheduler.Scheduler) and not callable(s):
+                raise TypeError(f"schedulers[{i}] must be a cstorch scheduler or a callable optimizer -> scheduler, "
+                                f"got {type(s).__name__}")
+        if items and optimizer is None:
+            raise ValueError("schedulers were given without an optimizer: a scheduler drives an optimizer's "
+                             "learning rate, so pass optimizer= too (or drop schedulers for validation only).")
+        existing = cstorch.backend()
+        if backend is not None and backend is not existing:
+            raise ValueError("The backend given to the Trainer is not the process's current backend "
+                             "(cstorch.backend()); a process has one backend.")
+        if device is not None and existing is not None and existing.backend_type.name != device.upper():
+            raise ValueError(f"Cannot instantiate multiple trainers with different device types: this process "
+                             f"already has a {existing.backend_type.name} backend and the Trainer asks for "
+                             f"{device.upper()}.")
 
     def _make_backend(self, device, backend):
-        existing = cstorch.backend()
-        if backend is not None:
-            if backend is not existing:
-                raise ValueError("The backend given to the Trainer is not the process's current backend.")
-            return backend
-        if device is None:
-            return existing
-        device = device.upper()
+        """The given backend, the process's existing one, or a new one for `device`."""
+        existing = backend or cstorch.backend()
         if existing is not None:
-            if existing.backend_type.name != device:
-                raise ValueError(f"Cannot instantiate multiple trainers with different device types: this process "
-                                 f"already has a {existing.backend_type.name} backend and the Trainer asks for "
-                                 f"{device}.")
             return existing
-        return cstorch.backend(device, artifact_dir=self.artifact_dir)
+        return cstorch.backend(device.upper(), artifact_dir=self.artifact_dir)
 
     def _make_schedulers(self, schedulers) -> list:
         if schedulers is None:
             return []
         items = list(schedulers) if isinstance(schedulers, (list, tuple)) else [schedulers]
         built = []
-        for i, s in enumerate(items):
-            if not isinstance(s, cstorch.optim.scheduler.Scheduler):
-                if not callable(s):
-                    raise TypeError(f"schedulers[{i}] must be a cstorch scheduler or a callable optimizer -> "
-                                    f"scheduler, got {type(s).__name__}")
-                if self.optimizer is None:
-                    raise ValueError("schedulers were given without an optimizer")
-                s = s(self.optimizer)
-            built.append(s)
+        for s in items:
+            built.append(s if isinstance(s, cstorch.optim.scheduler.Scheduler) else s(self.optimizer))
         return built
 
     # -- callbacks -----------------------------------------------------------------------
@@ -321,13 +321,28 @@ class Trainer:
         return self.precision.grad_scaler
 
     @property
+    def _current_step(self) -> int:
+        """The global step being run: inside a train step and in `on_train_batch_start`
+        the one after `global_step`, which counts the steps done."""
+        return self.global_step + 1 if self._step_pending else self.global_step
+
+    def count_step(self) -> None:
+        """The train step ended with an optimizer step: `global_step` += 1 (called by the
+        TrainingLoop's `on_train_batch_end`)."""
+        self.global_step += 1
+        self._step_pending = False
+
+    @property
     def is_final_iteration(self) -> bool:
-        return self.fit_plan is not None and self.global_step == self.fit_plan.end
+        """Whether the current train step is the fit's last (host hooks; inside a CSX
+        trace the value is the first step's, frozen into the program)."""
+        return self.fit_plan is not None and self._current_step == self.fit_plan.end
 
     @property
     def is_log_step(self) -> bool:
+        """Whether the current train step logs (host hooks; frozen inside a CSX trace)."""
         plan = self.fit_plan
-        return plan is not None and self.logging.is_log_step(self.global_step, plan.start, plan.end)
+        return plan is not None and self.logging.is_log_step(self._current_step, plan.start, plan.end)
 
     @property
     def should_run_optimizer_step(self) -> bool:
@@ -381,7 +396,9 @@ class Trainer:
             self.call("on_after_scheduler_step", self.model, self.optimizer, s)
 
     def training_step(self, batch) -> dict:
-        """One optimizer step on `batch` (traced: on CSX this body runs once)."""
+        """One optimizer step on `batch` (traced: on CSX this body runs once). With
+        micro-batches the returned "loss" is their mean and the other outputs are the last
+        micro-batch's."""
         self.step_kind = "train"
         try:
             self.call("on_train_step_start", self.model, batch)
@@ -389,8 +406,8 @@ class Trainer:
             if self.optimizer is not None and isinstance(self.optimizer.param_groups[0]["lr"], torch.Tensor):
                 step_metrics["lr"] = self.optimizer.param_groups[0]["lr"].detach().clone()  # before the update
             scale = self.precision.loss_scale()
-            if isinstance(scale, torch.Tensor):
-                step_metrics["loss_scale"] = scale.detach().clone()
+            if scale is not None:
+                step_metrics["loss_scale"] = scale.detach().clone() if isinstance(scale, torch.Tensor) else scale
             n = self.loop.grad_accum_steps if isinstance(self.loop, TrainingLoop) else 1
             total = None
             for micro in (_micro_batches(batch, n) if n > 1 else [batch]):
@@ -521,6 +538,7 @@ class Trainer:
             raise FileNotFoundError(f"Checkpoint {path!r} does not exist")
         self.call("on_before_load_checkpoint", path)
         state = cstorch.load(path)
+        self.checkpoint.check_version(state, path)
         self.call("preprocess_checkpoint", state)
         strict = not self.checkpoint.disable_strict_checkpoint_loading
         self.model.load_state_dict(state["model"], strict=strict)
@@ -588,9 +606,10 @@ class Trainer:
         if self.optimizer is None:
             raise RuntimeError("fit needs an optimizer: the Trainer was built with optimizer=None "
                                "(validation only)")
-        (train_dl,) = _loader_list(train_dataloader, "train_dataloader") or [None]
-        if train_dl is None:
-            raise ValueError("fit needs a train_dataloader")
+        train_dls = _loader_list(train_dataloader, "train_dataloader")
+        if len(train_dls) != 1:
+            raise ValueError(f"fit takes one train_dataloader, got {len(train_dls)}")
+        (train_dl,) = train_dls
         val_dls = _loader_list(val_dataloader, "val_dataloader")
         self._load_for_run(ckpt_path)
         try:
@@ -598,7 +617,13 @@ class Trainer:
         except TypeError:
             length = None
         validate = bool(val_dls) or bool(self.get_callbacks(ValidationCallback))
-        plan = self.fit_plan = loop.plan(self.global_step, length, validate)
+        plan = loop.plan(self.global_step, length, validate)
+        if not self.backend.is_e2e_execution:  # compile/validate only: one step of each kind
+            log.info("compile_only/validate_only: the train step%s compiled, nothing runs",
+                     " and the validation step are" if val_dls else " is")
+            plan = FitPlan(plan.start, plan.start + 1, (plan.start + 1,),
+                           frozenset({plan.start + 1}) if validate else frozenset())
+        self.fit_plan = plan
         self._fit_start, self._fit_position = plan.start, self._data_position
         if plan.end <= plan.start:
             log.warning("Nothing to train: the global step (%d) has reached the loop's end", plan.start)
@@ -623,15 +648,25 @@ class Trainer:
     def _train_schedules(self, first: int, steps: int):
         """The executor's checkpoint schedule and activation frequency for the stretch of
         global steps first+1 .. first+steps."""
-        plan = self.fit_plan
-        ckpt = [i for i in range(steps) if self.checkpoint.is_checkpoint_step(first + i + 1, first + i + 1 == plan.end)]
-        schedule = cstorch.utils.data.Schedule([cstorch.utils.data.Schedule.Range(i, i + 1, 1, False) for i in ckpt])
-        needed = set(ckpt) | {i for i in range(steps)
-                              if self.logging.is_log_step(first + i + 1, plan.start, plan.end)}
+        plan, every = self.fit_plan, self.checkpoint.steps
+        Range = cstorch.utils.data.Schedule.Range
+        last = first + steps == plan.end and every != 0  # the fit's last step always saves
+        if every:  # global steps divisible by `every`: iterations offset, offset + every, ...
+            offset = (every - (first + 1) % every) % every
+            ranges = [Range(offset, steps, every, last)] if offset < steps else []
+        else:
+            offset, ranges = steps, []
+        if last and not ranges:
+            ranges = [Range(steps - 1, steps, 1, False)]
+        # closures fetch values on activation steps: every log step and checkpoint step
+        # (before the last, which always is one) must be one
+        log_offset = (self.logging.log_steps - (first - plan.start + 1) % self.logging.log_steps) % \
+            self.logging.log_steps
         activation = 0
-        for i in needed - {steps - 1}:
-            activation = math.gcd(activation, i + 1)
-        return schedule, activation or steps
+        for start, stride in ((offset, every), (log_offset, self.logging.log_steps)):
+            if stride and start < steps - 1:
+                activation = math.gcd(activation, math.gcd(start + 1, stride))
+        return cstorch.utils.data.Schedule(ranges), activation or steps
 
     def _check_batch(self, batch) -> None:
         n = self.loop.grad_accum_steps
@@ -658,9 +693,9 @@ class Trainer:
                     if first == 0 and self.checkpoint.save_initial_checkpoint:
                         self.save_checkpoint()
                     for batch_idx, batch in enumerate(batches):
+                        self._step_pending = True
                         self.call("on_train_batch_start", self.model, batch, batch_idx)
-                        if batch_idx == 0:
-                            self._check_batch(batch)
+                        self._check_batch(batch)
                         outputs = self._traced_train(batch)
                         self.call("on_train_batch_end", self.model, outputs, batch, batch_idx)
             except Exception as e:
@@ -671,7 +706,8 @@ class Trainer:
     def _validate(self, val_dl, loop: ValidationLoop) -> None:
         hook = self._validation_hook = loop.hook
         dl = copy.copy(val_dl)
-        executor = cstorch.utils.data.DataExecutor(dl, num_steps=loop.eval_steps)
+        executor = cstorch.utils.data.DataExecutor(dl, num_steps=loop.eval_steps if self.backend.is_e2e_execution
+                                                   else 1)
         with contextlib.ExitStack() as stack:
             self.call(f"on_enter_{hook}", stack, dl, loop)
             self.call(f"on_{hook}_start", self.model, dl, loop)

@@ -1,14 +1,17 @@
 """cstorch.trainer.cli: argument parsing, command-line overrides of the YAML
 (`effective_params`, nothing is run), XLA_FLAGS for num_csx > 1, and the exit status
 and message of a configuration mistake."""
+import argparse
+import logging
 import os
 import subprocess
 import sys
 
 import pytest
 
+import cstorch
 from cstorch.trainer import cli
-from cstorch.trainer.config import ConfigError
+from cstorch.trainer.config import RUN_MODES, ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -89,6 +92,38 @@ def test_fit_mode_depends_on_val_dataloader():
     p["trainer"]["fit"]["val_dataloader"] = {"data_processor": "p"}
     assert cli.run_mode("fit", p) == "train_and_eval"
     assert (cli.run_mode("validate", p), cli.run_mode("validate_all", p)) == ("eval", "eval_all")
+    two = {"trainer": [params()["trainer"], p["trainer"]]}  # one trainer with a val dataloader is enough
+    assert cli.run_mode("fit", two) == "train_and_eval"
+    with pytest.raises(ConfigError, match="Unknown Trainer method 'train'"):
+        cli.run_mode("train", p)
+
+
+def test_subcommands_are_the_run_methods_of_the_mode_table():
+    (subparsers,) = [a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(subparsers.choices) == {m.method for m in RUN_MODES.values()}
+    for command in subparsers.choices:
+        assert RUN_MODES[cli.run_mode(command, params())].method == command
+
+
+def test_override_errors_name_the_trainer():
+    two = {"trainer": [params()["trainer"], params(loop=3)["trainer"]]}
+    with pytest.raises(ConfigError, match=r"trainer\[1\].init.loop must be a mapping"):
+        effective(["fit", "p.yaml", "--eval_steps", "2"], two)
+
+
+def test_shared_override_helpers():
+    loop = {"num_steps": 4, "num_epochs": 2, "steps_per_epoch": 3, "eval_steps": 1}
+    cli.set_max_steps(loop, 9)
+    assert loop == {"eval_steps": 1, "max_steps": 9}
+    backend = {"validate_only": True}
+    cli.set_compile_mode(backend, {"compile_only": True})
+    assert backend == {"compile_only": True, "validate_only": False}
+    args = cli.build_parser().parse_args(["fit", "p.yaml", "--validate_only", "--num_workers_per_csx", "2"])
+    assert cli.csx_flags(args) == {"num_workers_per_csx": 2, "validate_only": True}
+    cli.check_csx_target(cli.csx_flags(args), "xla")  # XLA is CSX
+    with pytest.raises(ConfigError, match="--num_workers_per_csx, --validate_only: CSX settings, but the target "
+                                          "device is GPU"):
+        cli.check_csx_target(cli.csx_flags(args), "gpu")
 
 
 def test_xla_flags_for_several_csx(monkeypatch):
@@ -102,6 +137,48 @@ def test_xla_flags_for_several_csx(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     cli.ensure_host_device_count(2)  # the user's own count wins
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=8"
+
+
+DATA = "class Data:\n    def __init__(self, batch_size: int):\n        self.batch_size = batch_size\n"
+TRAINER = ("{init: {device: %s, model: {name: torch.nn.Linear, in_features: 2, out_features: 1}, "
+           "optimizer: {SGD: {lr: 0.1}}, loop: {max_steps: 1}}, fit: {train_dataloader: "
+           "{data_processor: data.py:Data, batch_size: 2}}}")
+
+
+def test_trainers_with_different_devices_exit_2_before_any_runs(tmp_path, capsys):
+    (tmp_path / "data.py").write_text(DATA)
+    p = tmp_path / "two.yaml"
+    p.write_text(f"trainer:\n  - trainer: {TRAINER % 'CPU'}\n  - {TRAINER % 'CSX'}\n")
+    level = logging.getLogger("cstorch").level
+    try:
+        assert cli.main(["fit", str(p)]) == 2
+    finally:
+        logging.getLogger("cstorch").setLevel(level)
+    err = capsys.readouterr().err
+    assert err.startswith("cstorch: error: trainer[1].init.device ('CSX') does not match trainer[0].init.device "
+                          "('CPU')"), err
+    from cstorch.trainer import config
+
+    assert cstorch.backend() is None
+    # with --target_device every trainer asks for the same backend
+    args = cli.build_parser().parse_args(["fit", str(p), "--target_device", "CPU"])
+    assert len(config.validate_params(cli.effective_params(args, config.load_params(p)), "train",
+                                      str(tmp_path))) == 2
+
+
+@pytest.mark.parametrize("name", ["digits", "gpt"])
+def test_example_configs_validate_after_the_overrides(name):
+    """What `cstorch fit examples/configs/<name>.yaml --target_device CPU --max_steps 2` runs
+    is valid (nothing is built)."""
+    from cstorch.trainer import config
+
+    path = os.path.join(REPO, "examples", "configs", f"{name}.yaml")
+    args = cli.build_parser().parse_args(["fit", path, "--target_device", "CPU", "--max_steps", "2"])
+    p = cli.effective_params(args, config.load_params(path))
+    assert cli.run_mode("fit", p) == "train_and_eval" and cli.num_csx(p) == 1
+    (spec,) = config.validate_params(p, "train_and_eval", os.path.dirname(path))
+    assert spec["init"]["device"] == "CPU" and spec["init"]["loop"]["max_steps"] == 2
+    assert cstorch.backend() is None
 
 
 def test_bad_config_exits_2_with_a_message(tmp_path):

@@ -50,6 +50,16 @@ def toy_dir(tmp_path):
     return tmp_path
 
 
+@pytest.fixture
+def clean_registry():
+    """The registry is process-wide: names a test registers are removed afterwards."""
+    saved = {kind: dict(table) for kind, table in registry._REGISTRY.items()}
+    yield
+    for kind, table in registry._REGISTRY.items():
+        table.clear()
+        table.update(saved[kind])
+
+
 def good_trainer(tmp_path):
     return {
         "init": {
@@ -240,6 +250,93 @@ def test_legacy_learning_rate_form_is_checked_statically(toy_dir):
                                                        "end_learning_rate": 0.0, "decay_steps": 5}}]
     with pytest.raises(ConfigError, match="decay_steps.*renamed to 'total_iters'"):
         config.validate_trainer(params, "train", str(toy_dir))
+    # a missing argument is reported now too, not when configure_lr_scheduler builds it
+    params["init"]["schedulers"] = [{"learning_rate": {"scheduler": "CosineDecay", "initial_learning_rate": 0.1,
+                                                       "end_learning_rate": 0.0}}]
+    with pytest.raises(ConfigError, match=r"schedulers\[0\].learning_rate: CosineDecayLR needs the argument\(s\) "
+                                          r"total_iters"):
+        config.validate_trainer(params, "train", str(toy_dir))
+    # in a list, total_iters is each scheduler's duration in the sequence, also for one that does not take it
+    params["init"]["schedulers"] = [{"learning_rate": [
+        {"scheduler": "Constant", "learning_rate": 0.1, "total_iters": 2},
+        {"scheduler": "CosineDecay", "initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 6}]}]
+    config.validate_trainer(params, "train", str(toy_dir))
+
+
+# --------------------------------------------------------------------------- one backend for a list
+def two_trainers(toy_dir, first: dict, second: dict) -> dict:
+    """A list of two good trainers whose device/backend settings are `first` / `second`."""
+    specs = []
+    for i, device in enumerate((first, second)):
+        spec = good_trainer(toy_dir)
+        del spec["init"]["device"]
+        spec["init"].update(device)
+        spec["init"]["model_dir"] = str(toy_dir / f"model_dir_{i}")
+        specs.append(spec)
+    return {"trainer": [{"trainer": specs[0]}, specs[1]]}
+
+
+DIFFERENT_BACKENDS = [
+    ({"device": "CPU"}, {"device": "CSX"},
+     r"trainer\[1\].init.device \('CSX'\) does not match trainer\[0\].init.device \('CPU'\): they differ in the "
+     r"device type"),
+    ({"device": "GPU"}, {"backend": {"backend_type": "CPU"}},
+     r"trainer\[1\].init.backend \(\{'backend_type': 'CPU'\}\) does not match trainer\[0\].init.device \('GPU'\)"),
+    ({"backend": {"backend_type": "CSX"}}, {"backend": {"backend_type": "CSX", "compile_only": True}},
+     r"trainer\[1\].init.backend \(.*'compile_only': True.*\) does not match trainer\[0\].init.backend "
+     r"\(\{'backend_type': 'CSX'\}\): they differ in compile_only"),
+    ({"device": "CSX"}, {"backend": {"backend_type": "XLA", "cluster_config": {"num_csx": 2}}},
+     r"does not match trainer\[0\].init.device \('CSX'\): they differ in cluster_config"),
+    ({}, {"device": "CPU"},
+     r"trainer\[1\].init.device \('CPU'\) does not match trainer\[0\].init \(neither device nor backend.*'CSX'\)"),
+]
+
+
+@pytest.mark.parametrize("first, second, message", DIFFERENT_BACKENDS,
+                         ids=["cpu-csx", "gpu-cpu", "compile_only", "cluster_config", "default-cpu"])
+def test_a_list_of_trainers_needs_one_backend(toy_dir, first, second, message):
+    """Trainer 1 would fail when it is built (the process has trainer 0's backend):
+    validation reports it before trainer 0 runs."""
+    params = two_trainers(toy_dir, first, second)
+    with pytest.raises(ConfigError, match=message):
+        config.validate_params(params, "train", str(toy_dir))
+    with pytest.raises(ConfigError, match=message):
+        config.run_trainer("train", params, base_dir=str(toy_dir))
+    assert cstorch.backend() is None
+
+
+@pytest.mark.parametrize("first, second", [
+    ({"device": "CPU"}, {}),                                       # neither: the existing backend
+    ({"device": "cpu"}, {"backend": {"backend_type": "CPU", "artifact_dir": "elsewhere"}}),
+    ({"device": "XLA"}, {"device": "CSX"}),                         # XLA is CSX
+    ({"backend": {"backend_type": "CSX", "cluster_config": {"num_csx": 2}}}, {"device": "CSX"}),
+    ({"backend": {"backend_type": "CSX", "cluster_config": {"num_csx": 2}}},
+     {"backend": {"backend_type": "CSX", "cluster_config": {"num_csx": 2}, "compile_only": False}}),
+], ids=["cpu-default", "cpu-backend", "xla-csx", "backend-device", "same-backend"])
+def test_a_list_of_trainers_on_one_backend_is_valid(toy_dir, first, second):
+    assert len(config.validate_params(two_trainers(toy_dir, first, second), "train", str(toy_dir))) == 2
+
+
+def test_one_backend_is_checked_after_the_command_line_overrides(toy_dir):
+    from cstorch.trainer import cli
+
+    params = two_trainers(toy_dir, {"device": "CPU"}, {"backend": {"backend_type": "CSX", "compile_only": True}})
+    with pytest.raises(ConfigError, match="does not match"):
+        config.validate_params(params, "train", str(toy_dir))
+    args = cli.build_parser().parse_args(["fit", "p.yaml", "--target_device", "CPU"])
+    with pytest.warns(UserWarning, match="are ignored"):  # the CSX backend block goes
+        effective = cli.effective_params(args, params)
+    assert len(config.validate_params(effective, "train", str(toy_dir))) == 2
+
+
+def test_the_existing_backend_counts_as_the_first(toy_dir):
+    cstorch.backend("CPU")
+    params = two_trainers(toy_dir, {}, {"device": "CPU"})
+    assert len(config.validate_params(params, "train", str(toy_dir))) == 2
+    params = two_trainers(toy_dir, {}, {"device": "CSX"})
+    with pytest.raises(ConfigError, match=r"trainer\[1\].init.device \('CSX'\) does not match this process's "
+                                          r"existing CPU backend"):
+        config.validate_params(params, "train", str(toy_dir))
 
 
 # --------------------------------------------------------------------------- building
@@ -257,6 +354,62 @@ def test_configure_trainer_from_config_builds_everything(toy_dir):
     assert [type(c).__name__ for c in trainer.loggers] == ["CSVLogger"]
     assert set(run_kwargs) == {"train_dataloader", "val_dataloader"}
     assert isinstance(run_kwargs["train_dataloader"], cstorch.utils.data.DataLoader)
+
+
+def test_configure_trainer_from_config_validates(toy_dir):
+    params = good_trainer(toy_dir)
+    params["init"]["loop"]["max_step"] = 3
+    with pytest.raises(ConfigError, match="Unknown key trainer.init.loop.max_step"):
+        config.configure_trainer_from_config({"trainer": params}, "train", base_dir=str(toy_dir))
+    assert cstorch.backend() is None
+
+
+RECORDING = textwrap.dedent('''
+    from cstorch.trainer.callbacks import Callback
+    from cstorch.trainer.loggers import CSVLogger
+
+    OPENED = []
+
+    class RecordingCSV(CSVLogger):
+        def setup(self, trainer):
+            super().setup(trainer)
+            OPENED.append(self)
+
+    class Boom(Callback):
+        def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
+            raise ValueError("boom")
+''')
+
+
+def test_run_trainer_runs_a_list_validates_once_and_closes_the_loggers(toy_dir, monkeypatch):
+    from cstorch.trainer.loggers import CSVLogger, TensorBoardLogger
+
+    validated = []
+    validate = config.validate_trainer
+    monkeypatch.setattr(config, "validate_trainer", lambda spec, *a, **k: validated.append(spec) or validate(
+        spec, *a, **k))
+    params = two_trainers(toy_dir, {"device": "CPU"}, {})  # the second one takes the CPU backend
+    for item in (params["trainer"][0]["trainer"], params["trainer"][1]):
+        item["init"]["loggers"] = [{"CSVLogger": {}}, {"TensorBoardLogger": {}}]
+        item["init"]["loop"]["max_steps"] = 2
+    trainers = config.run_trainer("train", params, base_dir=str(toy_dir))
+    assert len(trainers) == 2 and trainers[1].backend is trainers[0].backend and trainers[0].backend.is_cpu
+    assert len(validated) == 2  # once per trainer
+    for trainer in trainers:
+        assert trainer.global_step == 2
+        assert trainer.get_callback(CSVLogger)._file is None
+        assert trainer.get_callback(TensorBoardLogger).writer is None
+
+
+def test_run_trainer_closes_the_loggers_when_the_run_fails(toy_dir):
+    (toy_dir / "recording.py").write_text(RECORDING)
+    params = good_trainer(toy_dir)
+    params["init"]["loggers"] = [{"recording.py:RecordingCSV": {}}]
+    params["init"]["callbacks"] = [{"recording.py:Boom": {}}]
+    opened = registry.load_file(str(toy_dir / "recording.py")).OPENED
+    with pytest.raises(RuntimeError, match="boom"):
+        config.run_trainer("train", {"trainer": params}, base_dir=str(toy_dir))
+    assert len(opened) == 1 and opened[0]._file is None
 
 
 def test_explicit_milestones(toy_dir):
@@ -287,7 +440,7 @@ def test_legacy_learning_rate_builds_with_configure_lr_scheduler(toy_dir):
 
 
 # --------------------------------------------------------------------------- registry
-def test_registry_resolves_all_four_forms(tmp_path):
+def test_registry_resolves_all_four_forms(tmp_path, clean_registry):
     @registry.register_model("test_config_toy")
     class Registered:
         pass
@@ -311,7 +464,7 @@ def test_registry_resolves_all_four_forms(tmp_path):
     assert registry.resolve("model", "mine.py:Net", base_dir=str(sub)) is first
 
 
-def test_registry_unknown_names(tmp_path):
+def test_registry_unknown_names(tmp_path, clean_registry):
     @registry.register_data_processor("TestConfigDigits")
     class Digits:
         pass
@@ -324,3 +477,8 @@ def test_registry_unknown_names(tmp_path):
         registry.resolve("model", "no_such_pkg.mod.Net")
     with pytest.raises(ValueError, match="Unknown registry kind"):
         registry.resolve("optimizer", "SGD")
+
+
+def test_registered_names_do_not_leak_between_tests(clean_registry):
+    assert "test_config_toy" not in registry.registered("model")
+    assert "TestConfigDigits" not in registry.registered("data_processor")

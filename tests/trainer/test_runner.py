@@ -270,7 +270,7 @@ LEGACY_YAML = textwrap.dedent("""
 """)
 
 
-def test_run_legacy_entry_point(tmp_path):
+def test_run_legacy_entry_point(tmp_path, capsys):
     path = tmp_path / "params.yaml"
     path.write_text(LEGACY_YAML)
     seen = {}
@@ -300,8 +300,11 @@ def test_run_legacy_entry_point(tmp_path):
     assert sorted(os.listdir(model_dir)).count("checkpoint_2.mdl") == 1
     assert "eval/loss" in runner.trainer.last_metrics
 
-    with pytest.raises(SystemExit):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
         run(model_fn, train_data_fn, eval_data_fn, argv=["CPU", "--params", str(path), "--compile_only"])
+    assert info.value.code == 2
+    assert "error: --compile_only: CSX settings, but the target device is CPU" in capsys.readouterr().err
 
     # eval_all in a new process (backend): every checkpoint of model_dir, one evaluation each
     from cstorch._backend import _reset_backend
@@ -311,3 +314,52 @@ def test_run_legacy_entry_point(tmp_path):
                                                      "--model_dir", str(model_dir)], runner_cls=Recorder)
     assert runner.calls.count("on_eval_start") == 2 and runner.calls.count("on_eval_batch_end") == 4
     assert "train_forward" not in runner.calls
+
+
+def test_run_exits_2_when_the_mode_cannot_run(tmp_path, capsys):
+    """A ConfigError raised when the mode starts (train without a training length) is a
+    configuration mistake like the others: status 2 and its message, no traceback."""
+    path = tmp_path / "params.yaml"
+    path.write_text(LEGACY_YAML.replace("  max_steps: 10\n", "").replace("  num_steps: 10\n", ""))
+    with pytest.raises(SystemExit) as info:
+        run(lambda params: MLP(), lambda params: torch_loader(), None,
+            argv=["CPU", "--params", str(path), "--mode", "train", "--model_dir", str(tmp_path / "out")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: train needs the training length: set runconfig.max_steps" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as info:
+        run(lambda params: MLP(), None, None, argv=["CPU", "--params", str(path), "--mode", "eval"])
+    assert info.value.code == 2
+    assert "error: mode eval needs eval_data_fn; pass it to run()" in capsys.readouterr().err
+
+
+MARKER = "from cstorch.trainer.callbacks import Callback\n\nclass Marker(Callback):\n    pass\n"
+
+
+def test_file_names_resolve_from_base_dir(tmp_path, monkeypatch):
+    """`file.py:Class` names in the params resolve from the runner's base_dir (run() passes
+    the params file's folder), not from the working directory."""
+    yaml_dir = tmp_path / "yaml"
+    yaml_dir.mkdir()
+    (yaml_dir / "marker.py").write_text(MARKER)
+    monkeypatch.chdir(tmp_path)
+    params = {"trainer": {"init": {"device": "CPU", "model_dir": str(tmp_path / "model"), "seed": 1,
+                                   "callbacks": [{"marker.py:Marker": {}}]}}}
+    with pytest.raises(ConfigError, match="marker.py.*does not exist"):
+        PyTorchBaseRunner(MLP(), params, loggers=[])
+    runner = PyTorchBaseRunner(MLP(), params, loggers=[], base_dir=str(yaml_dir))
+    assert [type(c).__name__ for c in runner.trainer.callbacks].count("Marker") == 1
+
+    class Remember(PyTorchBaseRunner):
+        def __init__(self, *args, base_dir=None, **kwargs):
+            self.base_dir = base_dir
+            super().__init__(*args, base_dir=base_dir, **kwargs)
+
+    from cstorch._backend import _reset_backend
+
+    _reset_backend()
+    path = yaml_dir / "params.yaml"
+    path.write_text(LEGACY_YAML)
+    runner = run(lambda params: MLP(), None, lambda params: torch_loader(), runner_cls=Remember,
+                 argv=["CPU", "--params", "yaml/params.yaml", "--mode", "eval", "--model_dir", "out"])
+    assert runner.base_dir == str(yaml_dir)

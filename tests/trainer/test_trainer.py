@@ -165,7 +165,8 @@ def test_tensorboard_and_csv_hold_the_logged_scalars(tmp_path):
         expected = 0.01 + 0.5 * 0.09 * (1 + torch.cos(torch.tensor(torch.pi * (step - 1) / 20))).item()
         assert lr[step] == pytest.approx(expected, rel=1e-5)
     assert [v for _, v in scalars["loss_scale"]] == [2.0 ** 10] * 3  # dynamic scaling, no overflow
-    assert {s for s, _ in scalars["throughput"]} <= {6, 7} and all(v > 0 for _, v in scalars["throughput"])
+    # samples/s since the previous log step of the same stretch between validations
+    assert [s for s, _ in scalars["throughput"]] == [7] and scalars["throughput"][0][1] > 0
     assert [s for s, _ in scalars["eval/loss"]] == [4, 7]
     assert [s for s, _ in scalars["eval/accuracy"]] == [4, 7]
     assert all(0.0 <= v <= 1.0 for _, v in scalars["eval/accuracy"])
@@ -249,12 +250,19 @@ def test_hook_errors_name_the_callback_and_hook(tmp_path):
     (dict(callbacks=[Checkpoint()]), ValueError, "core callback"),
     (dict(optimizer="instance", model=Net), ValueError, "needs the model instance"),
     (dict(sparsity={"algorithm": "static"}), NotImplementedError, "sparsity"),
+    (dict(schedulers=cosine(4)), ValueError, "schedulers were given without an optimizer"),
+    (dict(device="CPU", backend=None, existing="CSX"), ValueError, "different device types"),
+    (dict(device=None, backend="other"), ValueError, "not the process's current backend"),
 ])
 def test_bad_arguments_fail_before_anything_is_built(kwargs, error, message, tmp_path):
     args = dict(device="CSX", model_dir=str(tmp_path / "m"), model=Net(), optimizer=None, seed=0)
     args.update(kwargs)
     if args.get("backend") == "make":
         args["backend"] = cstorch.backend("CPU")
+    if args.pop("existing", None):
+        cstorch.backend("CSX")
+    if args.get("backend") == "other":
+        args["backend"] = cstorch.Backend(cstorch.BackendType.CPU)
     if args.get("optimizer") == "instance":
         args["optimizer"] = cstorch.optim.SGD(Net().parameters(), lr=0.1)
     backend_before = cstorch.backend()
@@ -293,7 +301,7 @@ def test_progress_bar_shows_loss_and_rate(tmp_path, capsys):
     trainer = _trainer("CSX", tmp_path, TrainingLoop(max_steps=4, eval_frequency=None), loggers=[ProgressLogger(True)])
     trainer.fit(loader())
     err = capsys.readouterr().err
-    assert "4/4" in err and "loss=" in err and "step/s" in err
+    assert "4/4" in err and "loss=" in err and ("step/s" in err or "s/step" in err)
 
 
 def _fit_with_dropout(tmp_path, seed):
@@ -318,3 +326,54 @@ def test_model_zoo_import_paths_are_the_same_objects():
     assert cerebras.modelzoo.Trainer is Trainer
     assert ZooCheckpoint is Checkpoint
     assert cerebras.modelzoo.trainer is cstorch.trainer
+
+
+def test_is_log_step_and_is_final_iteration_describe_the_step_being_run(tmp_path):
+    seen = []
+
+    class Probe(Callback):
+        def on_train_batch_start(self, trainer, model, batch, batch_idx):
+            seen.append(("start", trainer.is_log_step, trainer.is_final_iteration))
+
+        def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
+            seen.append(("end", trainer.is_log_step, trainer.is_final_iteration))
+
+    trainer = _trainer("CPU", tmp_path, TrainingLoop(max_steps=5, eval_frequency=None), [Probe()],
+                       logging=Logging(log_steps=2))
+    trainer.fit(loader())
+    logs = [2, 4, 5]
+    assert seen == [(when, step in logs, step == 5) for step in range(1, 6) for when in ("start", "end")]
+
+
+def test_checkpoints_of_another_version_are_refused_unless_told(tmp_path):
+    trainer = _trainer("CPU", tmp_path, TrainingLoop(max_steps=2, eval_frequency=None))
+    trainer.fit(loader())
+    state = cstorch.load(trainer.checkpoint.latest())
+    state = {k: v for k, v in state.items()}
+    state["__metadata__"] = [{"version": "1.9.2", "model_name": "Net"}]
+    path = str(tmp_path / "old.mdl")
+    cstorch.save(state, path)
+    with pytest.raises(ValueError, match=r"written by version 1.9.2.*strict_version=False"):
+        trainer.load_checkpoint(path)
+    trainer.checkpoint.strict_version = False
+    trainer.load_checkpoint(path)
+    assert trainer.global_step == 2
+
+
+def test_mixed_precision_of_one_trainer_does_not_leak_into_the_next(tmp_path):
+    _trainer("CSX", tmp_path / "a", TrainingLoop(max_steps=1), precision=MixedPrecision(fp16_type="bfloat16"))
+    assert cstorch.amp.mixed_precision() and cstorch.amp.get_half_dtype() == torch.bfloat16
+    _trainer("CSX", tmp_path / "b", TrainingLoop(max_steps=1))
+    assert not cstorch.amp.mixed_precision()
+
+
+def test_compile_only_compiles_one_train_and_one_validation_step(tmp_path):
+    rec = Recorder()
+    backend = cstorch.backend("CSX", compile_only=True)
+    trainer = Trainer(backend=backend, model_dir=str(tmp_path / "model"), model=Net, optimizer=sgd(), seed=1,
+                      loop=TrainingLoop(max_steps=8, eval_frequency=4, eval_steps=2), callbacks=[rec], loggers=[],
+                      checkpoint=Checkpoint(steps=2))
+    trainer.fit(loader(), loader(32, seed=1))
+    assert trainer._traced_train.program is not None and trainer._traced_validate.program is not None
+    assert rec.calls.count("on_train_batch_start") == 1 and rec.calls.count("on_validate_batch_start") == 1
+    assert trainer.checkpoint.checkpoints() == []

@@ -9,7 +9,8 @@ extension (the H5 writer never overwrites). The latest checkpoint is the one wit
 highest step, ties broken by modification time: `fit`/`validate` load it when
 `autoload_last_checkpoint` is set and no `ckpt_path` is given. The checkpoint holds
 `model`, `optimizer`, `schedulers` (a list), `grad_scaler`, `dataloader` (the train
-stream's position), `rng`, `global_step` and `__metadata__`.
+stream's position), `rng`, `global_step` and `__metadata__` (the cstorch version; with
+`strict_version` a checkpoint of another major.minor version is refused on load).
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ log = logging.getLogger("cstorch.trainer")
 class Checkpoint(CoreCallback):
     def __init__(self, steps: Optional[int] = None, autoload_last_checkpoint: bool = True,
                  disable_strict_checkpoint_loading: bool = False, save_initial_checkpoint: bool = False,
-                 checkpoint_root: Optional[str] = None, checkpoint_name: str = "checkpoint_{step}.mdl"):
+                 checkpoint_root: Optional[str] = None, checkpoint_name: str = "checkpoint_{step}.mdl",
+                 strict_version: bool = True):
         if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 0):
             raise ValueError(f"Checkpoint steps must be an integer >= 0 (0: never save) or None (save after the "
                              f"last step only), got {steps!r}")
@@ -42,6 +44,7 @@ class Checkpoint(CoreCallback):
         self.save_initial_checkpoint = bool(save_initial_checkpoint)
         self.checkpoint_root = checkpoint_root
         self.checkpoint_name = checkpoint_name
+        self.strict_version = bool(strict_version)
         self._root: Optional[str] = None
 
     def setup(self, trainer):
@@ -88,6 +91,21 @@ class Checkpoint(CoreCallback):
             if m and os.path.isfile(path):
                 found.append((int(m.group(1)), os.path.getmtime(path), path))
         return [(step, path) for step, _, path in sorted(found)]
+
+    def check_version(self, state_dict: dict, path: str) -> None:
+        """With `strict_version`, a checkpoint written by another major.minor version of
+        cstorch (its `__metadata__`) is refused."""
+        import cstorch
+
+        metadata = state_dict.get("__metadata__")
+        versions = [m.get("version") for m in metadata if isinstance(m, dict)] if isinstance(metadata, list) else []
+        ours = cstorch.__version__.split(".")[:2]
+        for version in versions:
+            if self.strict_version and isinstance(version, str) and version.split(".")[:2] != ours:
+                raise ValueError(
+                    f"Checkpoint {path} was written by version {version}, this is cstorch {cstorch.__version__}: "
+                    f"the major.minor versions differ. Set Checkpoint(strict_version=False) (YAML: checkpoint: "
+                    f"{{strict_version: false}}) to load it anyway.")
 
     def latest(self) -> Optional[str]:
         found = self.checkpoints()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 
 from .base import Callback, CoreCallback
 
@@ -30,9 +31,11 @@ class Logging(CoreCallback):
         if not isinstance(level, int):
             raise ValueError(f"log_level must be a logging level name (DEBUG, INFO, WARNING, ERROR), got "
                              f"{log_level!r}")
+        if wsc_log_level is not None or enable_act_frequency:
+            warnings.warn("Logging: wsc_log_level and enable_act_frequency configure the wafer-scale cluster's "
+                          "logs and have no effect here")
         self.log_steps = log_steps
         self.log_level = level
-        self.enable_act_frequency = enable_act_frequency
 
     def setup(self, trainer):
         logging.getLogger("cstorch").setLevel(self.log_level)

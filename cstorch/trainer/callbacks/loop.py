@@ -84,7 +84,7 @@ class TrainingLoop(CoreCallback):
 
     def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
         if trainer.should_run_optimizer_step:
-            trainer.global_step += 1
+            trainer.count_step()
 
     def train_steps(self, start: int, loader_length: Optional[int]) -> int:
         """Steps a fit starting at global step `start` runs."""

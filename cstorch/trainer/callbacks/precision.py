@@ -6,7 +6,10 @@ bfloat16 only, so float16 is replaced by bfloat16 there, with a warning). Loss s
 (`loss_scaling_factor`: a number, or "dynamic") applies to float16 only: bfloat16 has
 float32's exponent range and is never scaled. Gradients are clipped after unscaling, by
 global norm (`max_gradient_norm`) or by value (`max_gradient_value`), which works with
-`enabled=False` too.
+`enabled=False` too. Every Trainer sets the process's mixed-precision switch from its
+`MixedPrecision` (none given: off), so an earlier trainer's setting does not leak into
+a later one. The loss scale is logged when it is dynamic (`log_loss_scale=True`: also a
+static one; False: never).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ class MixedPrecision(CoreCallback):
                  initial_loss_scale: Optional[float] = None, steps_per_increase: int = 2000,
                  min_loss_scale: Optional[float] = None, max_loss_scale: Optional[float] = None,
                  max_gradient_norm: Optional[float] = None, max_gradient_value: Optional[float] = None,
-                 log_loss_scale: bool = False):
+                 log_loss_scale: Optional[bool] = None):
         if fp16_type == "cbfloat16":
             raise ValueError("fp16_type 'cbfloat16' is the wafer's own format and has no XLA equivalent; use "
                              "'bfloat16', or 'float16' with loss_scaling_factor: dynamic.")
@@ -58,14 +61,13 @@ class MixedPrecision(CoreCallback):
         self.max_loss_scale = max_loss_scale
         self.max_gradient_norm = max_gradient_norm
         self.max_gradient_value = max_gradient_value
-        self.log_loss_scale = bool(log_loss_scale)
+        self.log_loss_scale = log_loss_scale
         self.grad_scaler = None
-        self._backend = None
 
     def setup(self, trainer):
         import cstorch
 
-        self._backend = trainer.backend
+        cstorch.amp.enable_mixed_precision(self.enabled)
         if self.enabled:
             half = self.fp16_type
             if trainer.backend.is_cpu and half != "bfloat16":
@@ -114,5 +116,11 @@ class MixedPrecision(CoreCallback):
             optimizer.step()
 
     def loss_scale(self):
-        """The current loss scale (a tensor for dynamic scaling), or None without scaling."""
-        return self.grad_scaler.get_scale() if self.grad_scaler is not None else None
+        """The loss scale to log for this step (a tensor for dynamic scaling, a number for a
+        static one), or None: without loss scaling, or when `log_loss_scale` says not to
+        (default: log a dynamic scale only)."""
+        if self.grad_scaler is None or self.log_loss_scale is False:
+            return None
+        if self.grad_scaler.dynamic or self.log_loss_scale:
+            return self.grad_scaler.get_scale()
+        return None

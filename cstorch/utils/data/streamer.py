@@ -124,35 +124,18 @@ class PipelineStats:
         return f"input wait {self.input_wait_share:.0%} | queue {sum(self.queued)}/{capacity}"
 
 
-class _WorkerStream:
-    """Exactly `count` batches of one worker's loader, restarting it when a pass ends;
-    every pull runs in the worker's streaming context and is counted in `stats`."""
+class LoaderPasses:
+    """The batches of `loader`, pass after pass: when a pass ends the next one starts
+    (`iter(loader)` again); a pass that yields no batch at all is an error."""
 
-    def __init__(self, loader, rank: int, num_workers: int, count: int, stats: PipelineStats):
+    def __init__(self, loader):
         self._loader = loader
-        self._rank = rank
-        self._num_workers = num_workers
-        self._left = count
-        self._stats = stats
         self._it = None
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if self._left == 0:
-            raise StopIteration
-        start = time.perf_counter()
-        try:
-            with streaming_worker(self._rank, self._num_workers):
-                batch = self._pull()
-        finally:
-            self._stats.loader_s[self._rank] += time.perf_counter() - start
-        self._left -= 1
-        self._stats.produced[self._rank] += 1
-        return batch
-
-    def _pull(self):
         fresh = self._it is None
         if fresh:
             self._it = iter(self._loader)
@@ -163,6 +146,34 @@ class _WorkerStream:
                 if fresh:
                     raise RuntimeError(_EMPTY_LOADER) from None
                 self._it, fresh = iter(self._loader), True
+
+
+class _WorkerStream:
+    """Exactly `count` batches of one worker's loader, restarting it when a pass ends;
+    every pull runs in the worker's streaming context and is counted in `stats`."""
+
+    def __init__(self, loader, rank: int, num_workers: int, count: int, stats: PipelineStats):
+        self._passes = LoaderPasses(loader)
+        self._rank = rank
+        self._num_workers = num_workers
+        self._left = count
+        self._stats = stats
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._left == 0:
+            raise StopIteration
+        start = time.perf_counter()
+        try:
+            with streaming_worker(self._rank, self._num_workers):
+                batch = next(self._passes)
+        finally:
+            self._stats.loader_s[self._rank] += time.perf_counter() - start
+        self._left -= 1
+        self._stats.produced[self._rank] += 1
+        return batch
 
 
 class _Channel:
