@@ -15,7 +15,8 @@ from .callbacks import (
     ValidationLoop,
     register_global_callback,
 )
-from .config import ConfigError, configure_trainer_from_config, run_trainer
+from .build import configure_trainer_from_config, run_trainer
+from .config import ConfigError
 from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
 from .registry import register_data_processor, register_model
 from .runner import PyTorchBaseRunner, run

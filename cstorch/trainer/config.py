@@ -1,7 +1,10 @@
-"""YAML -> validated trainer specs -> `Trainer` objects (the `trainer:` format of the
-Model Zoo, research/cerebras_api.md §3.5). The legacy flat format is converted by
-`legacy.py` (`is_legacy` / `convert_legacy`, re-exported here); the shared checks and
-`ConfigError` live in `checks.py`.
+"""YAML -> validated trainer specs (the `trainer:` format of the Model Zoo,
+research/cerebras_api.md §3.5): loading, validation and the run modes. Building objects
+from a validated spec is `build.py` (`trainer_arguments`, `configure_trainer_from_config`,
+`run_trainer`; its docstring says what each key builds, the backend
+last). The legacy flat format is converted by `legacy.py` (`is_legacy` /
+`convert_legacy`, re-exported here); the shared checks and `ConfigError` live in
+`checks.py`.
 
 Pipeline, and the contract of each step:
 
@@ -21,17 +24,6 @@ Pipeline, and the contract of each step:
   trainer resolves to the same device type and backend settings (a process has one
   backend; `validate_params` only). Every mistake raises `ConfigError` (a ValueError)
   with its own message.
-* `trainer_arguments(init, training)` -> the Trainer's keyword arguments except `model`
-  (the optimizer as `model -> Optimizer` and schedulers as `optimizer -> Scheduler` when
-  training, option callbacks, the loop, callbacks, loggers) from a validated `init`
-  section, and last the backend (or device), after everything else was built.
-* `configure_trainer_from_config(spec, mode)` -> `(Trainer, run_kwargs)`: validates the
-  trainer, then builds the model as a zero-argument factory, the dataloaders, then
-  `trainer_arguments` (so the backend is still created after every other check passed).
-  `run_kwargs` are the arguments of the run method of `mode` (`RUN_MODES[mode].method`).
-* `run_trainer(mode, params)`: validates every trainer of the file first (once), then
-  builds and runs them one after the other; each trainer's loggers are closed
-  (`Trainer.finalize`) after it ran, also when it failed.
 
 Run modes (`RUN_MODES`, the one table of them; the CLI and the legacy runner use it)::
 
@@ -52,57 +44,22 @@ each item is `{trainer: {...}}` or the trainer dict itself)::
       validate:     val_dataloader, ckpt_path
       validate_all: val_dataloaders (one or a list), ckpt_paths (str, glob or list)
 
-- `device`: CSX, CPU or GPU. `backend`: `{backend_type: CSX, compile_dir, compile_only,
-  validate_only, cluster_config: {ClusterConfig fields}}` (the CPU/GPU backends take
-  only `artifact_dir`). Neither: the process's existing backend, else device CSX.
-- `model`: `{name: <registry name>, **constructor kwargs}`.
-- `optimizer`: `{ClassName: {lr | learning_rate, weight_decay, adjust_learning_rate,
-  **constructor kwargs}}` (class from `cstorch.optim`, any case); parameter groups come
-  from `cstorch.optim.configure_param_groups` (no weight decay for biases and norms).
-- `schedulers`: a list (or one) of `{ClassName: kwargs}` (a class of
-  `cstorch.optim.lr_scheduler` or `.weight_decay_scheduler`, `optimizer` omitted).
-  `SequentialLR`/`ChainedLR` take a nested `schedulers:` list; SequentialLR's
-  `milestones` default to the running sum of its schedulers' `total_iters` (all but the
-  last). `ScalePerParamLR` takes a nested `scheduler:`. A learning-rate scheduler is
-  wrapped in `ScalePerParamLR` when the optimizer has `adjust_learning_rate`. An item
-  `{learning_rate: <number | {scheduler: Name, ...} | [..]>}` is the cstorch 2.0-2.3
-  `optimizer.learning_rate` form, built with `cstorch.optim.configure_lr_scheduler`.
-- `precision`, `loop`, `checkpoint`, `logging`: kwargs of `MixedPrecision`,
-  `TrainingLoop`, `Checkpoint`, `Logging`. In the eval modes the trainer gets
-  `ValidationLoop(eval_steps=loop.eval_steps)`.
-- `callbacks`, `loggers`: lists of `{ClassName: kwargs}` (or a bare name), resolved by
-  `cstorch.trainer.registry.resolve`.
-- dataloaders: `{data_processor: <name>, **processor kwargs}`; the processor's
-  `create_dataloader` (or the processor itself, when iterable) is wrapped in
-  `cstorch.utils.data.DataLoader`.
-- `ckpt_path`: absent = autoload the latest checkpoint of model_dir, null = none, a path.
-- Relative paths: the class names of the form `path/to/file.py:Class` (`model.name`,
-  `data_processor`, the `callbacks` and `loggers` items) resolve from `base_dir` (the
-  YAML file's folder; the working directory when None). Every other path is used as
-  given, so a relative one is taken from the working directory: `model_dir`,
-  `ckpt_path`, `ckpt_paths`, `backend.compile_dir` / `artifact_dir`, and path
-  arguments of classes (e.g. `CSVLogger: {path: ...}`).
 - Mode fallbacks: eval uses `validate.val_dataloader`, else `fit.val_dataloader`;
   eval_all uses `validate_all.val_dataloaders`, else the eval one.
 """
 from __future__ import annotations
 
-import copy
-import functools
 import inspect
-import logging
 import os
 import re
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import yaml
 
-from . import registry
-from .checks import (DEVICES, ConfigError, check_dict, check_keys, cluster_fields, device_name, is_int, is_number,
-                     suggest)
+from .checks import (DEVICES, ConfigError, check_dict, check_keys, check_kwargs, check_one_backend, cluster_fields,
+                     device_name, is_int, is_kind, is_number, named_items, resolve, scheduler_class, suggest,
+                     try_build)
 from .legacy import convert_legacy, is_legacy
-
-_log = logging.getLogger(__name__)
 
 
 class RunMode(NamedTuple):
@@ -150,9 +107,6 @@ _BACKEND_KEYS = {
     "CPU": ("backend_type", "artifact_dir"),
     "GPU": ("backend_type", "artifact_dir"),
 }
-#: the backend settings a `backend:` block shares with the process's one backend: a later
-#: trainer's block must repeat them (see `_make_backend`, `_check_one_backend`)
-_SHARED_BACKEND_KEYS = ("cluster_config", "compile_only", "validate_only", "compile_dir")
 #: the option sections of `init` and the class (in cstorch.trainer.callbacks) each one configures
 _OPTION_CLASSES = {"precision": "MixedPrecision", "loop": "TrainingLoop", "checkpoint": "Checkpoint",
                    "logging": "Logging"}
@@ -213,60 +167,6 @@ def load_params(path: str) -> dict:
 
 
 # ======================================================================================
-# small helpers
-# ======================================================================================
-def _signature(obj) -> Optional[inspect.Signature]:
-    try:
-        return inspect.signature(obj)
-    except (TypeError, ValueError):
-        return None
-
-
-def _check_kwargs(obj, kwargs: dict, path: str, *, skip=(), extra=(), require=True, renamed=None) -> None:
-    """Every key of `kwargs` is a keyword argument of `obj` (a class or callable) or in
-    `extra`; every required argument not in `skip` is given. `renamed` maps old argument
-    names to their new ones, for the error of an unknown key."""
-    name = getattr(obj, "__name__", type(obj).__name__)
-    sig = _signature(obj)
-    if sig is None:
-        return
-    params = {k: p for k, p in sig.parameters.items() if k not in skip
-              and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY)}
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    accepted = [k for k, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD] + list(extra)
-    if not takes_any:
-        for key in kwargs:
-            if key not in accepted:
-                fix = f" (renamed to {renamed[key]!r})" if renamed and key in renamed else ""
-                raise ConfigError(f"Unknown key {path}.{key}: {name} takes no argument {key!r}{fix}."
-                                  f"{suggest(key, accepted)} Valid keys: {', '.join(sorted(accepted))}.")
-    if require:
-        missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty
-                   and p.kind is not inspect.Parameter.VAR_KEYWORD and k not in kwargs]
-        if missing:
-            raise ConfigError(f"{path}: {name} needs the argument(s) {', '.join(missing)}; add them there.")
-
-
-def _named_items(value, path: str) -> list[tuple[str, dict, str]]:
-    """`[{Name: kwargs}, "Name", ...]` (or one such item) -> [(name, kwargs, item path)]."""
-    if value is None:
-        return []
-    items = value if isinstance(value, list) else [value]
-    out = []
-    for i, item in enumerate(items):
-        where = f"{path}[{i}]" if isinstance(value, list) else path
-        if isinstance(item, str):
-            out.append((item, {}, where))
-            continue
-        if not isinstance(item, dict) or len(item) != 1:
-            raise ConfigError(f"{where} must be a mapping with exactly one key, the class name, holding its "
-                              f"arguments (e.g. {{ClassName: {{arg: value}}}}); got {item!r}.")
-        (name, kwargs), = item.items()
-        out.append((str(name), check_dict(kwargs, f"{where}.{name}"), f"{where}.{name}"))
-    return out
-
-
-# ======================================================================================
 # validation (no backend, no model)
 # ======================================================================================
 def unwrap_trainer(item, path: str = "trainer") -> dict:
@@ -307,7 +207,7 @@ def _validated_specs(params: dict, mode: Optional[str], base_dir: Optional[str])
     specs = trainer_specs(params)
     for path, spec in specs:
         validate_trainer(spec, mode, base_dir, path)
-    _check_one_backend(specs)
+    check_one_backend(specs)
     return specs
 
 
@@ -330,71 +230,6 @@ def mode_for(method: str, params: dict) -> str:
     if any(_val_dataloaders(spec, validating) is not None for _, spec in trainer_specs(params)):
         return validating
     return next(mode for mode in modes if not RUN_MODES[mode].validates)
-
-
-def _backend_request(init: dict) -> tuple[Optional[str], dict]:
-    """(backend type, settings shared with an existing backend) that a validated `init`
-    asks for: `backend:` -> its type and the `_SHARED_BACKEND_KEYS` it gives (cluster_config
-    as a ClusterConfig); `device:` -> the device, {}; neither -> (None, {})."""
-    if init.get("backend") is not None:
-        b = init["backend"]
-        settings = {k: b[k] for k in _SHARED_BACKEND_KEYS if b.get(k) is not None}
-        if "cluster_config" in settings:
-            from cstorch.distributed import ClusterConfig
-
-            settings["cluster_config"] = ClusterConfig(**settings["cluster_config"])
-        return device_name(b.get("backend_type", "CSX")), settings
-    if init.get("device") is not None:
-        return device_name(init["device"]), {}
-    return None, {}
-
-
-def _backend_defaults() -> dict:
-    """The `_SHARED_BACKEND_KEYS` of a backend made without settings (from `device:`)."""
-    from cstorch._backend import Backend
-    from cstorch.distributed import ClusterConfig
-
-    params = inspect.signature(Backend).parameters
-    return {k: ClusterConfig() if k == "cluster_config" else params[k].default for k in _SHARED_BACKEND_KEYS}
-
-
-def _check_one_backend(specs: list[tuple[str, dict]]) -> None:
-    """The trainers of a list run one after the other in one process, which has one
-    backend: the first trainer that runs makes it (or the process's existing one is used),
-    and every later trainer must resolve to it. A `device:` trainer needs the same type, a
-    `backend:` trainer also the same values of the settings it gives; a trainer with
-    neither takes the backend that exists (the first one: device CSX, as
-    `trainer_arguments`). So what fails when trainer i is built is reported now."""
-    import cstorch
-
-    existing = cstorch.backend()
-    current = None  # (type, shared settings, description) of the backend a trainer would find
-    if existing is not None:
-        current = (existing.backend_type.name, {k: getattr(existing, k, None) for k in _SHARED_BACKEND_KEYS},
-                   f"this process's existing {existing.backend_type.name} backend")
-    for path, spec in specs:
-        init = spec["init"]
-        btype, settings = _backend_request(init)
-        if init.get("backend") is not None:
-            what = f"{path}.init.backend ({init['backend']!r})"
-        elif init.get("device") is not None:
-            what = f"{path}.init.device ({init['device']!r})"
-        else:
-            what = f"{path}.init (neither device nor backend: the backend that exists, else device 'CSX')"
-        if current is None:
-            btype = btype or "CSX"
-            current = (btype, {**_backend_defaults(), **settings} if btype == "CSX" else {}, what)
-            continue
-        if btype is None:
-            continue
-        ctype, csettings, cwhat = current
-        differ = ["the device type"] if btype != ctype else [k for k, v in settings.items() if csettings.get(k) != v]
-        if differ:
-            raise ConfigError(
-                f"{what} does not match {cwhat}: they differ in {', '.join(differ)}. The trainers of a list run "
-                f"one after the other in one process, which has one backend, so every trainer needs the same device "
-                f"type and backend settings; make them the same (--target_device sets every trainer's) or run "
-                f"the trainers in separate processes.")
 
 
 def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[str] = None,
@@ -438,12 +273,12 @@ def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[
 
     for key, cls_name in _OPTION_CLASSES.items():
         kwargs = check_dict(init.get(key), f"{p}.{key}")
-        _check_kwargs(getattr(cb, cls_name), kwargs, f"{p}.{key}")
+        check_kwargs(getattr(cb, cls_name), kwargs, f"{p}.{key}")
     for kind, key in (("callback", "callbacks"), ("logger", "loggers")):
         if init.get(key) is not None and not isinstance(init[key], list):
             raise ConfigError(f"{p}.{key} must be a list of {{ClassName: arguments}} items, got {init[key]!r}.")
-        for name, kwargs, where in _named_items(init.get(key), f"{p}.{key}"):
-            cls = _resolve(kind, name, base_dir, where)
+        for name, kwargs, where in named_items(init.get(key), f"{p}.{key}"):
+            cls = resolve(kind, name, base_dir, where)
             if kind == "callback" and isinstance(cls, type) and issubclass(cls, cb.CoreCallback):
                 section = _CORE_CALLBACKS.get(cls.__name__)
                 raise ConfigError(f"{where}: {name} is a core callback, not a user callback; configure it under "
@@ -452,7 +287,7 @@ def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[
                 raise ConfigError(f"{where}: {name} is not a Logger (TensorBoardLogger, CSVLogger, ProgressLogger or a "
                                   f"subclass of cstorch.trainer.loggers.Logger); user callbacks go under "
                                   f"{p}.callbacks.")
-            _check_kwargs(cls, kwargs, where)
+            check_kwargs(cls, kwargs, where)
 
     loop = check_dict(init.get("loop"), f"{p}.loop")
     fit = spec.get("fit") or {}
@@ -488,16 +323,9 @@ def validate_trainer(spec: dict, mode: Optional[str] = None, base_dir: Optional[
         alternatives = f" (or {' or '.join(rest)})" if rest else ""
         raise ConfigError(f"mode {mode!r} needs {first}{alternatives}.")
     if not run_mode.trains:
-        _try_build(cb.ValidationLoop, {"eval_steps": loop.get("eval_steps")}, f"{p}.loop")
+        try_build(cb.ValidationLoop, {"eval_steps": loop.get("eval_steps")}, f"{p}.loop")
     elif init.get("loop") is not None:  # absent: the Trainer's default TrainingLoop(num_epochs=1)
-        _try_build(cb.TrainingLoop, loop, f"{p}.loop")
-
-
-def _try_build(cls, kwargs: dict, path: str):
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{path}: {e}") from None
+        try_build(cb.TrainingLoop, loop, f"{p}.loop")
 
 
 def _check_device(init: dict, p: str) -> None:
@@ -523,14 +351,7 @@ def _check_device(init: dict, p: str) -> None:
         check_keys(cc, cluster_fields(), f"{p}.backend.cluster_config", "ClusterConfig")
         from cstorch.distributed import ClusterConfig
 
-        _try_build(ClusterConfig, cc, f"{p}.backend.cluster_config")
-
-
-def _resolve(kind: str, name, base_dir, where: str):
-    try:
-        return registry.resolve(kind, name, base_dir)
-    except ValueError as e:
-        raise ConfigError(f"{where}: {e}") from None
+        try_build(ClusterConfig, cc, f"{p}.backend.cluster_config")
 
 
 def _check_model(model, where: str, base_dir) -> None:
@@ -539,7 +360,7 @@ def _check_model(model, where: str, base_dir) -> None:
         raise ConfigError(f"{where}.name is missing: name the model (a registered name, package.module.Class or "
                           f"path/to/file.py:Class).")
     kwargs = {k: v for k, v in model.items() if k != "name"}
-    _check_kwargs(_resolve("model", model["name"], base_dir, f"{where}.name"), kwargs, where)
+    check_kwargs(resolve("model", model["name"], base_dir, f"{where}.name"), kwargs, where)
 
 
 def _check_optimizer(opt, where: str):
@@ -567,7 +388,7 @@ def _check_optimizer(opt, where: str):
     if old:
         fixes = ", ".join(f"{k} -> {_RENAMED_KEYS[k]}" if _RENAMED_KEYS[k] else f"{k} (remove)" for k in old)
         raise ConfigError(f"{p}: keys of an older format are not accepted: {fixes}.")
-    _check_kwargs(cls, kwargs, p, skip=("params", "lr"), extra=_OPTIMIZER_EXTRA_KEYS)
+    check_kwargs(cls, kwargs, p, skip=("params", "lr"), extra=_OPTIMIZER_EXTRA_KEYS)
     if "lr" in kwargs and "learning_rate" in kwargs:
         raise ConfigError(f"{p}: give lr or learning_rate, not both.")
     for key in ("lr", "learning_rate"):
@@ -581,32 +402,6 @@ def _check_optimizer(opt, where: str):
     if adjust is not None and not (isinstance(adjust, dict) and all(is_number(v) for v in adjust.values())):
         raise ConfigError(f"{p}.adjust_learning_rate must map parameter-name substrings to numbers, got {adjust!r}.")
     return cls, kwargs
-
-
-def _scheduler_classes() -> dict[str, type]:
-    from cstorch.optim import lr_scheduler as lr, weight_decay_scheduler as wd
-
-    table = {}
-    for module, base in ((lr, "LRScheduler"), (wd, "WeightDecayScheduler")):
-        for name in module.__all__:
-            if name != base:
-                table[name] = getattr(module, name)
-    return table
-
-
-def _scheduler_class(name: str, where: str) -> type:
-    table = _scheduler_classes()
-    if name in table:
-        return table[name]
-    folded = [k for k in table if k.lower() == str(name).lower()]
-    if len(folded) == 1:
-        return table[folded[0]]
-    raise ConfigError(f"{where}: unknown scheduler {name!r}.{suggest(name, table)} Schedulers are classes of "
-                      f"cstorch.optim.lr_scheduler / weight_decay_scheduler: {', '.join(sorted(table))}.")
-
-
-def _is_kind(cls, *names) -> bool:
-    return any(c.__name__ in names for c in cls.__mro__)
 
 
 def _check_schedulers(value, where: str, has_optimizer: bool) -> None:
@@ -627,15 +422,15 @@ def _check_schedulers(value, where: str, has_optimizer: bool) -> None:
 
 def _check_scheduler_item(item, where: str, in_sequence: bool = False) -> None:
     name, kwargs, p = _named_item(item, where)
-    cls = _scheduler_class(name, where)
+    cls = scheduler_class(name, where)
     kwargs = dict(kwargs)
     if in_sequence and "total_iters" in kwargs and "total_iters" not in inspect.signature(cls).parameters:
         kwargs.pop("total_iters")  # how long it runs inside the sequence; used for the milestones only
-    if _is_kind(cls, "SequentialScheduler", "ChainedScheduler"):
+    if is_kind(cls, "SequentialScheduler", "ChainedScheduler"):
         children = kwargs.get("schedulers")
         if not isinstance(children, list) or not children:
             raise ConfigError(f"{p}.schedulers must be a non-empty list of {{SchedulerClass: arguments}} items.")
-        sequential = _is_kind(cls, "SequentialScheduler")
+        sequential = is_kind(cls, "SequentialScheduler")
         for j, child in enumerate(children):
             _check_scheduler_item(child, f"{p}.schedulers[{j}]", in_sequence=sequential)
         if sequential and kwargs.get("milestones") is None:
@@ -654,14 +449,14 @@ def _check_scheduler_item(item, where: str, in_sequence: bool = False) -> None:
                               f"the schedulers (or leave it out to use their total_iters); got {milestones!r}.")
         kwargs = {k: v for k, v in kwargs.items() if k not in ("schedulers", "milestones")}
         skip = ("optimizer", "schedulers", "milestones")
-    elif _is_kind(cls, "ScalePerParamScheduler"):
+    elif is_kind(cls, "ScalePerParamScheduler"):
         if kwargs.get("scheduler") is None:
             raise ConfigError(f"{p}.scheduler is missing: {name} scales one scheduler, {{SchedulerClass: arguments}}.")
         _check_scheduler_item(kwargs.pop("scheduler"), f"{p}.scheduler")
         skip = ("optimizer", "scheduler")
     else:
         skip = ("optimizer",)
-    _check_kwargs(cls, kwargs, p, skip=skip)
+    check_kwargs(cls, kwargs, p, skip=skip)
 
 
 def _named_item(item, where: str) -> tuple[str, dict, str]:
@@ -700,7 +495,7 @@ def _check_legacy_lr(value, where: str) -> None:
             raise ConfigError(f"{w}.scheduler: {e}") from None
         # in a list, total_iters is also the scheduler's duration inside the sequence
         extra = ("scheduler", "main_scheduler") + (("total_iters",) if isinstance(value, list) else ())
-        _check_kwargs(cls, spec, w, skip=("optimizer",), extra=extra, renamed=sc._OLD_KEYS)
+        check_kwargs(cls, spec, w, skip=("optimizer",), extra=extra, renamed=sc._OLD_KEYS)
 
 
 def _dataloader_specs(spec: dict, path: str) -> list[tuple[str, Any]]:
@@ -724,11 +519,11 @@ def _check_dataloader(dl, where: str, base_dir) -> type:
     if "data_processor" not in dl:
         raise ConfigError(f"{where}.data_processor is missing: name the data processor class (a registered name, "
                           f"package.module.Class or path/to/file.py:Class).")
-    cls = _resolve("data_processor", dl["data_processor"], base_dir, f"{where}.data_processor")
+    cls = resolve("data_processor", dl["data_processor"], base_dir, f"{where}.data_processor")
     kwargs = {k: v for k, v in dl.items() if k != "data_processor"}
     if "batch_size" in kwargs and (not is_int(kwargs["batch_size"]) or kwargs["batch_size"] <= 0):
         raise ConfigError(f"{where}.batch_size must be a positive integer, got {kwargs['batch_size']!r}.")
-    _check_kwargs(cls, kwargs, where)
+    check_kwargs(cls, kwargs, where)
     return cls
 
 
@@ -752,242 +547,6 @@ def _val_dataloaders(spec: dict, mode: str, with_path: bool = False):
     return None
 
 
-# ======================================================================================
-# building
-# ======================================================================================
-def _model_factory(spec: dict, base_dir) -> Callable:
-    cls = registry.resolve("model", spec["name"], base_dir)
-    kwargs = {k: v for k, v in spec.items() if k != "name"}
-    return functools.partial(_call_with_copy, cls, kwargs)
-
-
-def _call_with_copy(fn, kwargs):
-    return fn(**copy.deepcopy(kwargs))
-
-
-def _optimizer_factory(opt_spec: dict) -> Callable:
-    (name, kwargs), = opt_spec.items()
-    kwargs = dict(kwargs or {})
-
-    def make_optimizer(model):
-        from cstorch.optim import configure_optimizer, configure_param_groups
-
-        params = copy.deepcopy(kwargs)
-        groups = configure_param_groups(model, params)  # takes weight_decay and adjust_learning_rate
-        return configure_optimizer(str(name), groups, **params)
-
-    make_optimizer.__qualname__ = f"make_optimizer[{name}]"
-    return make_optimizer
-
-
-def _has_adjusted_groups(optimizer) -> bool:
-    return any("adjust_learning_rate" in g for g in getattr(optimizer, "param_groups", ()))
-
-
-def _build_scheduler(optimizer, item):
-    (name, kwargs), = item.items()
-    cls = _scheduler_class(str(name), "schedulers")
-    kwargs = copy.deepcopy(kwargs or {})
-    if _is_kind(cls, "SequentialScheduler", "ChainedScheduler"):
-        specs = kwargs.pop("schedulers")
-        children = []
-        durations = []
-        for child in specs:
-            (cname, ckw), = child.items()
-            ckw = dict(ckw or {})
-            ccls = _scheduler_class(str(cname), "schedulers")
-            durations.append(ckw.get("total_iters"))
-            if "total_iters" in ckw and "total_iters" not in inspect.signature(ccls).parameters:
-                ckw.pop("total_iters")
-            children.append(_build_scheduler(optimizer, {cname: ckw}))
-        if _is_kind(cls, "SequentialScheduler"):
-            if kwargs.get("milestones") is None:
-                milestones, total = [], 0
-                for d in durations[:-1]:
-                    total += int(d)
-                    milestones.append(total)
-                kwargs["milestones"] = milestones
-            return cls(optimizer, children, **kwargs)
-        return cls(children, **kwargs)
-    if _is_kind(cls, "ScalePerParamScheduler"):
-        return cls(optimizer, _build_scheduler(optimizer, kwargs.pop("scheduler")), **kwargs)
-    return cls(optimizer, **kwargs)
-
-
-def _scheduler_factory(item) -> Callable:
-    """`optimizer -> Scheduler` for one item of the schedulers list."""
-    item = copy.deepcopy(item)
-
-    def make_scheduler(optimizer):
-        from cstorch.optim import configure_lr_scheduler, lr_scheduler
-
-        adjusted = _has_adjusted_groups(optimizer)
-        if set(item) == {"learning_rate"}:
-            return configure_lr_scheduler(optimizer, item["learning_rate"],
-                                          adjust_learning_rate=True if adjusted else None)
-        scheduler = _build_scheduler(optimizer, item)
-        if adjusted and isinstance(scheduler, lr_scheduler.LRScheduler) \
-                and not isinstance(scheduler, lr_scheduler.ScalePerParamLR):
-            scheduler = lr_scheduler.ScalePerParamLR(optimizer, scheduler)
-        return scheduler
-
-    make_scheduler.__qualname__ = f"make_scheduler[{next(iter(item))}]"
-    return make_scheduler
-
-
-def _build_dataloader(spec: dict, base_dir, where: str):
-    from cstorch.utils.data import DataLoader
-
-    cls = registry.resolve("data_processor", spec["data_processor"], base_dir)
-    kwargs = copy.deepcopy({k: v for k, v in spec.items() if k != "data_processor"})
-    processor = _try_build(cls, kwargs, where)
-    if callable(getattr(processor, "create_dataloader", None)):
-        return DataLoader(processor.create_dataloader)
-    if hasattr(processor, "__iter__"):
-        return DataLoader(lambda: processor)
-    raise ConfigError(f"{where}: data processor {spec['data_processor']!r} ({type(processor).__name__}) has no "
-                      f"create_dataloader() and is not iterable; give it one of the two.")
-
-
-def _build_dataloaders(value, base_dir, where: str):
-    if isinstance(value, list):
-        return [_build_dataloader(v, base_dir, f"{where}[{i}]") for i, v in enumerate(value)]
-    return _build_dataloader(value, base_dir, where)
-
-
-def _make_backend(spec: dict, where: str, model_dir: str):
-    """The CSX/CPU/GPU backend of `backend:` (the process's existing one when its settings match);
-    artifacts go to `<model_dir>/cerebras_logs` unless the spec says `artifact_dir`."""
-    import cstorch
-
-    btype, settings = _backend_request({"backend": spec})
-    existing = cstorch.backend()
-    if existing is not None:
-        same = existing.backend_type.name == btype and all(
-            getattr(existing, k, None) == v for k, v in settings.items())
-        if not same:
-            raise ConfigError(f"{where}: this process already has a {existing.backend_type.name} backend with other "
-                              f"settings (one backend per process); run this trainer in its own process.")
-        return existing
-    kwargs = {k: v for k, v in spec.items() if k not in ("backend_type", *_SHARED_BACKEND_KEYS)}
-    kwargs.setdefault("artifact_dir", os.path.join(os.path.abspath(model_dir), "cerebras_logs"))
-    try:
-        return cstorch.backend(btype, **settings, **kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{where}: {e}") from None
-
-
-def trainer_arguments(init: dict, training: bool, base_dir: Optional[str] = None,
-                      path: str = "trainer.init") -> dict:
-    """Every keyword argument of `Trainer` except `model`, from a validated `init` section:
-    model_dir, seed; when `training`, the optimizer (`model -> Optimizer`) and schedulers
-    (`optimizer -> Scheduler`); precision, checkpoint, logging; the loop (`TrainingLoop`
-    when `training` (None without `loop:`, the Trainer's default), else
-    `ValidationLoop(eval_steps=loop.eval_steps)`); callbacks, loggers; and LAST the backend
-    (`backend:`) or device, so that a backend is created only once everything else was
-    built. `base_dir` anchors relative file names; `path` (the key path of `init`)
-    prefixes the key paths in errors."""
-    from . import callbacks as cb
-
-    kwargs: dict[str, Any] = {"model_dir": init.get("model_dir", DEFAULT_MODEL_DIR), "seed": init.get("seed")}
-    if training and init.get("optimizer") is not None:
-        kwargs["optimizer"] = _optimizer_factory(init["optimizer"])
-        items = init.get("schedulers")
-        if items is not None:
-            items = items if isinstance(items, list) else [items]
-            kwargs["schedulers"] = [_scheduler_factory(item) for item in items]
-    for key in ("precision", "checkpoint", "logging"):
-        if init.get(key) is not None:
-            kwargs[key] = _try_build(getattr(cb, _OPTION_CLASSES[key]), copy.deepcopy(init[key]), f"{path}.{key}")
-    loop = copy.deepcopy(init.get("loop") or {})
-    if training:
-        kwargs["loop"] = _try_build(cb.TrainingLoop, loop, f"{path}.loop") if init.get("loop") is not None else None
-    else:
-        kwargs["loop"] = _try_build(cb.ValidationLoop, {"eval_steps": loop.get("eval_steps")}, f"{path}.loop")
-    for kind, key in (("callback", "callbacks"), ("logger", "loggers")):
-        if init.get(key) is None:
-            continue
-        objs = []
-        for name, ckw, where in _named_items(init[key], f"{path}.{key}"):
-            objs.append(_try_build(registry.resolve(kind, name, base_dir), copy.deepcopy(ckw), where))
-        kwargs[key] = objs
-
-    # the backend last: every other mistake has been reported by now
-    import cstorch
-
-    if init.get("backend") is not None:
-        kwargs["backend"] = _make_backend(init["backend"], f"{path}.backend", kwargs["model_dir"])
-    elif init.get("device") is not None:
-        kwargs["device"] = device_name(init["device"])
-    elif cstorch.backend() is None:
-        kwargs["device"] = "CSX"
-    return kwargs
-
-
-def _run_arguments(spec: dict, mode: str, base_dir, path: str) -> dict:
-    """The keyword arguments of the run method of `mode` (the dataloaders built)."""
-    run_mode = RUN_MODES[mode]
-    section = spec.get(run_mode.method) or {}
-    run_kwargs: dict[str, Any] = {}
-    if run_mode.trains:
-        run_kwargs["train_dataloader"] = _build_dataloader(section["train_dataloader"], base_dir,
-                                                           f"{path}.{run_mode.method}.train_dataloader")
-    if run_mode.validates:
-        found = _val_dataloaders(spec, mode, with_path=True)
-        if found is None:  # validation let it through: the mode runs without
-            _log.warning("mode %s: this trainer has no %s.%s; it does not validate.", mode, *_val_sources(mode)[0])
-        else:
-            value, where = found
-            dls = _build_dataloaders(value, base_dir, f"{path}.{where}")
-            key = _val_sources(mode)[0][1]  # the method's argument: val_dataloader(s)
-            run_kwargs[key] = [dls] if key.endswith("s") and not isinstance(dls, list) else dls
-    ckpt_key = _CKPT_KEYS[run_mode.method]
-    if ckpt_key in section:
-        run_kwargs[ckpt_key] = section[ckpt_key]
-    return run_kwargs
-
-
-def _build_trainer(spec: dict, mode: str, base_dir, path: str):
-    """`(Trainer, run_kwargs)` of a validated trainer dict."""
-    init = spec["init"]
-    model = _model_factory(init["model"], base_dir)
-    run_kwargs = _run_arguments(spec, mode, base_dir, path)
-    kwargs = trainer_arguments(init, RUN_MODES[mode].trains, base_dir, f"{path}.init")
-
-    from .trainer import Trainer
-
-    return Trainer(model=model, **kwargs), run_kwargs
-
-
-def configure_trainer_from_config(trainer_params: dict, mode: str, base_dir: Optional[str] = None,
-                                  path: str = "trainer"):
-    """`(Trainer, run_kwargs)` for one trainer dict (the value of `trainer:`, or
-    `{"trainer": <it>}`) and `mode`; `getattr(trainer, RUN_MODES[mode].method)(**run_kwargs)`
-    runs it. Validates first; the backend is created last (by `trainer_arguments`), after
-    the dataloaders and everything else were built. `base_dir` anchors relative file
-    names; `path` prefixes the key paths in errors."""
-    _check_mode(mode)
-    spec = unwrap_trainer(trainer_params, path)
-    validate_trainer(spec, mode, base_dir, path)
-    return _build_trainer(spec, mode, base_dir, path)
-
-
-def run_trainer(mode: str, params: dict, base_dir: Optional[str] = None) -> list:
-    """Validate every trainer of `params` for `mode` (`validate_params`), then build and
-    run each in order; each trainer's loggers are closed (`Trainer.finalize`) once it ran,
-    also when it raised. Returns the trainers."""
-    _check_mode(mode)
-    trainers = []
-    for path, spec in _validated_specs(params, mode, base_dir):
-        trainer, run_kwargs = _build_trainer(spec, mode, base_dir, path)
-        try:
-            getattr(trainer, RUN_MODES[mode].method)(**run_kwargs)
-        finally:
-            trainer.finalize()
-        trainers.append(trainer)
-    return trainers
-
-
 __all__ = ["ConfigError", "RunMode", "RUN_MODES", "MODES", "DEFAULT_MODEL_DIR", "load_params",
            "is_legacy", "convert_legacy", "unwrap_trainer", "trainer_specs", "mode_for", "validate_params",
-           "validate_trainer", "trainer_arguments", "configure_trainer_from_config", "run_trainer"]
+           "validate_trainer"]

@@ -85,7 +85,7 @@ Params. `params` is the legacy flat dict (`train_input`, `eval_input`, `model`,
 converted by `cstorch.trainer.legacy.convert_legacy` (runconfig.max_steps ->
 loop.max_steps, checkpoint_steps -> checkpoint.steps, optimizer.optimizer_type /
 learning_rate -> optimizer and schedulers, ...), validated by `cstorch.trainer.config`,
-and the Trainer's arguments are built by `config.trainer_arguments` (`init.loggers`
+and the Trainer's arguments are built by `build.trainer_arguments` (`init.loggers`
 aside: the runner's `loggers` argument decides). The model comes from the runner's
 `model` argument, the data from the drivers' arguments, so `model:` (except
 mixed_precision / fp16_type) and the dataloader sections are not used here. A
@@ -105,6 +105,7 @@ import torch
 
 import cstorch
 
+from . import build
 from . import config as _config
 from .callbacks.base import Callback
 from .callbacks.logs import ModelEvalMetrics
@@ -295,7 +296,7 @@ class PyTorchBaseRunner:
         init = spec.get("init") or {}
         trains = any((init.get("loop") or {}).get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
         # init.loggers is not used: the Trainer gets the `loggers` argument (None: its own)
-        kwargs = _config.trainer_arguments({**init, "loggers": None}, training=trains, base_dir=base_dir)
+        kwargs = build.trainer_arguments({**init, "loggers": None}, training=trains, base_dir=base_dir)
         loop = kwargs["loop"]
         self._eval_loop = loop if isinstance(loop, ValidationLoop) else ValidationLoop(eval_steps=loop.eval_steps)
         self._hooks = _RunnerHooks(self)

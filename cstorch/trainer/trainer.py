@@ -54,88 +54,28 @@ import contextlib
 import copy
 import glob
 import logging
-import math
 import os
 import time
 import warnings
 from typing import Callable, Optional, Union
 
 import torch
-import torch.utils._pytree as pytree
 
 import cstorch
 
-from .callbacks.base import Callback, CoreCallback, ValidationCallback, global_callbacks
+from . import checkpoint_state
+from .arguments import check_trainer_arguments, loader_list, make_run_dirs
+from .callbacks.base import Callback, ValidationCallback, global_callbacks
 from .callbacks.checkpoint import Checkpoint
 from .callbacks.logs import Logging
 from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
-from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
-from .checks import DEVICES
+from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger
+from .step_data import as_outputs, batch_size_of, loss_of, micro_batches
 from .stream import TrainStream
 
 log = logging.getLogger("cstorch.trainer")
 
-
-
-def _timestamp_dir(parent: str) -> str:
-    """`parent/<YYYYmmdd_HHMMSS>` (with a suffix if taken), created."""
-    stamp = time.strftime("%Y%m%d_%H%M%S")
-    path, n = os.path.join(parent, stamp), 1
-    while True:
-        try:
-            os.makedirs(path)
-            return path
-        except FileExistsError:
-            path, n = os.path.join(parent, f"{stamp}_{n}"), n + 1
-
-
-def _as_outputs(out) -> dict:
-    """The model's return value as a dict of outputs (with "loss" when there is one)."""
-    if isinstance(out, torch.Tensor):
-        return {"loss": out} if out.dim() == 0 else {"output": out}
-    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], torch.Tensor):
-        return {"loss": out[0], "output": out[1]}
-    if isinstance(out, dict):
-        return dict(out)
-    raise TypeError(f"The model's forward returned {type(out).__name__}; the Trainer expects a loss tensor, a "
-                    f"(loss, output) pair or a dict with a 'loss' key.")
-
-
-def _loss_of(outputs: dict) -> torch.Tensor:
-    loss = outputs.get("loss")
-    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        raise ValueError(
-            f"Training needs the model's forward to return the loss: a scalar tensor, a (loss, output) pair or a "
-            f"dict with a scalar 'loss'; got outputs {sorted(outputs)} with loss {type(loss).__name__}"
-            + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else ""))
-    return loss
-
-
-def _batch_size(batch) -> Optional[int]:
-    sizes = {t.shape[0] for t in pytree.tree_leaves(batch) if isinstance(t, torch.Tensor) and t.dim() > 0}
-    return sizes.pop() if len(sizes) == 1 else None
-
-
-def _micro_batches(batch, n: int) -> list:
-    """`batch` split on dim 0 into `n` equal parts (non-tensor leaves are shared)."""
-    leaves, spec = pytree.tree_flatten(batch)
-    size = _batch_size(batch)
-    m = size // n
-    return [pytree.tree_unflatten([x[i * m:(i + 1) * m] if isinstance(x, torch.Tensor) and x.dim() > 0 else x
-                                   for x in leaves], spec) for i in range(n)]
-
-
-def _loader_list(value, name: str) -> list:
-    if value is None:
-        return []
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for i, dl in enumerate(items):
-        if not isinstance(dl, cstorch.utils.data.DataLoader):
-            where = name if len(items) == 1 else f"{name}[{i}]"
-            raise TypeError(f"{where} must be a cstorch.utils.data.DataLoader (wrap your loader as "
-                            f"cstorch.utils.data.DataLoader(input_fn)), got {type(dl).__name__}")
-    return items
 
 
 class Trainer:
@@ -145,7 +85,7 @@ class Trainer:
                  loop: Union[TrainingLoop, ValidationLoop, None] = None, checkpoint: Optional[Checkpoint] = None,
                  logging: Optional[Logging] = None, callbacks: Optional[list] = None,
                  loggers: Optional[list] = None, seed: Optional[int] = None, autorestart=None):
-        self._check_arguments(device, backend, model_dir, model, optimizer, schedulers, precision, sparsity, loop,
+        check_trainer_arguments(device, backend, model_dir, model, optimizer, schedulers, precision, sparsity, loop,
                               checkpoint, logging, callbacks, loggers, seed, autorestart)
         self.model_dir = os.path.abspath(model_dir)
         self.loop = loop if loop is not None else TrainingLoop(num_epochs=1)
@@ -162,14 +102,7 @@ class Trainer:
         self.fit_plan: Optional[FitPlan] = None
         self.last_metrics: dict[str, float] = {}
 
-        os.makedirs(self.model_dir, exist_ok=True)
-        self.artifact_dir = _timestamp_dir(os.path.join(self.model_dir, "cerebras_logs"))
-        latest = os.path.join(self.model_dir, "cerebras_logs", "latest")
-        with contextlib.suppress(OSError):
-            if os.path.islink(latest):
-                os.remove(latest)
-            os.symlink(os.path.basename(self.artifact_dir), latest)
-        self.summary_dir = _timestamp_dir(self.model_dir)
+        self.artifact_dir, self.summary_dir = make_run_dirs(self.model_dir)
 
         if seed is None:
             warnings.warn("The Trainer got no seed: runs are not repeatable. Pass seed=<int> to make them so.")
@@ -208,73 +141,6 @@ class Trainer:
             self.call(hook)
 
     # -- construction --------------------------------------------------------------------
-    @staticmethod
-    def _check_arguments(device, backend, model_dir, model, optimizer, schedulers, precision, sparsity, loop,
-                         checkpoint, logging, callbacks, loggers, seed, autorestart) -> None:
-        if model_dir is None or model_dir == "":
-            raise ValueError("model_dir is a required argument")
-        if device is not None and backend is not None:
-            raise ValueError(f"Exactly one of device and backend may be given, got device={device!r} and "
-                             f"backend={backend!r}. Pass device='CSX'|'CPU'|'GPU', or a backend made with "
-                             f"cstorch.backend(...).")
-        if device is not None and (not isinstance(device, str) or device.upper() not in DEVICES):
-            raise ValueError(f"device must be one of {DEVICES} (or None with backend=...), got {device!r}")
-        if backend is not None and not isinstance(backend, cstorch.Backend):
-            raise TypeError(f"backend must be a cstorch backend (cstorch.backend(...)), got {type(backend).__name__}")
-        if device is None and backend is None and cstorch.backend() is None:
-            raise ValueError("The Trainer needs a device ('CSX', 'CPU' or 'GPU') or a backend "
-                             "(cstorch.backend(...)); got neither and no backend exists yet.")
-        if model is None:
-            raise ValueError("model is a required argument: a torch.nn.Module or a function that returns one")
-        if not isinstance(model, torch.nn.Module) and not callable(model):
-            raise TypeError(f"model must be a torch.nn.Module or a callable returning one, got {type(model).__name__}")
-        if isinstance(optimizer, cstorch.optim.Optimizer) and not isinstance(model, torch.nn.Module):
-            raise ValueError("An optimizer instance needs the model instance it was built for, but model is a "
-                             "factory: pass optimizer as a callable `lambda model: Optimizer(model.parameters(), "
-                             "...)`, or pass the built model.")
-        if optimizer is not None and not isinstance(optimizer, cstorch.optim.Optimizer) and not callable(optimizer):
-            raise TypeError(f"optimizer must be a cstorch.optim.Optimizer, a callable model -> Optimizer, or None; "
-                            f"got {type(optimizer).__name__}")
-        for name, value, cls in (("precision", precision, MixedPrecision), ("checkpoint", checkpoint, Checkpoint),
-                                 ("logging", logging, Logging), ("loop", loop, (TrainingLoop, ValidationLoop))):
-            if value is not None and not isinstance(value, cls):
-                expected = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
-                raise TypeError(f"{name} must be a {expected} instance, got {type(value).__name__}")
-        for i, cb in enumerate(callbacks or []):
-            if not isinstance(cb, Callback):
-                raise TypeError(f"callbacks[{i}] must be a Callback instance, got {type(cb).__name__}")
-            if isinstance(cb, CoreCallback):
-                raise ValueError(f"callbacks[{i}] is a {type(cb).__name__}, a core callback: pass it as the "
-                                 f"Trainer's own argument (loop=, checkpoint=, precision=, logging=).")
-        for i, lg in enumerate(loggers or []):
-            if not isinstance(lg, Logger):
-                raise TypeError(f"loggers[{i}] must be a Logger instance (TensorBoardLogger, CSVLogger, "
-                                f"ProgressLogger, ...), got {type(lg).__name__}")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise TypeError(f"seed must be an int or None, got {seed!r}")
-        if sparsity is not None:
-            raise NotImplementedError("Weight sparsity (cstorch.sparse) is not supported by cstorch yet; remove "
-                                      "`sparsity`.")
-        if autorestart is not None:
-            raise NotImplementedError("autorestart is not supported: rerun the same command instead, which "
-                                      "autoloads the latest checkpoint.")
-        items = list(schedulers) if isinstance(schedulers, (list, tuple)) else [] if schedulers is None else [schedulers]
-        for i, s in enumerate(items):
-            if not isinstance(s, cstorch.optim.scheduler.Scheduler) and not callable(s):
-                raise TypeError(f"schedulers[{i}] must be a cstorch scheduler or a callable optimizer -> scheduler, "
-                                f"got {type(s).__name__}")
-        if items and optimizer is None:
-            raise ValueError("schedulers were given without an optimizer: a scheduler drives an optimizer's "
-                             "learning rate, so pass optimizer= too (or drop schedulers for validation only).")
-        existing = cstorch.backend()
-        if backend is not None and backend is not existing:
-            raise ValueError("The backend given to the Trainer is not the process's current backend "
-                             "(cstorch.backend()); a process has one backend.")
-        if device is not None and existing is not None and existing.backend_type.name != device.upper():
-            raise ValueError(f"Cannot instantiate multiple trainers with different device types: this process "
-                             f"already has a {existing.backend_type.name} backend and the Trainer asks for "
-                             f"{device.upper()}.")
-
     def _make_backend(self, device, backend):
         """The given backend, the process's existing one, or a new one for `device`."""
         existing = backend or cstorch.backend()
@@ -355,13 +221,13 @@ class Trainer:
         self.call("on_before_forward", self.model, batch, args, kwargs)
         with self.precision.autocast():
             out = self.model_forward(*args, **kwargs)
-        outputs = _as_outputs(out)
+        outputs = as_outputs(out)
         self.call("on_after_forward", self.model, outputs, batch)
         return outputs
 
     def backward(self, outputs: dict, scale: float = 1.0) -> None:
         self.call("on_before_backward", self.model, outputs)
-        loss = _loss_of(outputs)
+        loss = loss_of(outputs)
         self.loss_backward(loss if scale == 1.0 else loss * scale)
         self.call("on_after_backward", self.model, outputs)
 
@@ -410,10 +276,10 @@ class Trainer:
                 step_metrics["loss_scale"] = scale.detach().clone() if isinstance(scale, torch.Tensor) else scale
             n = self.loop.grad_accum_steps if isinstance(self.loop, TrainingLoop) else 1
             total = None
-            for micro in (_micro_batches(batch, n) if n > 1 else [batch]):
+            for micro in (micro_batches(batch, n) if n > 1 else [batch]):
                 outputs = self.forward(micro)
                 self.backward(outputs, scale=1.0 / n)
-                loss = _loss_of(outputs).detach()
+                loss = loss_of(outputs).detach()
                 total = loss if total is None else total + loss
             outputs["loss"] = total / n if n > 1 else total
             if self.optimizer is not None:
@@ -504,24 +370,11 @@ class Trainer:
         checkpoint steps, once the step's values exist)."""
         self._save_checkpoint_closure()
 
-    def _checkpoint_state(self, step: int) -> dict:
-        state = {"model": self.model.state_dict()}
-        if self.optimizer is not None:
-            state["optimizer"] = self.optimizer.state_dict()
-        if self.schedulers:
-            state["schedulers"] = [s.state_dict() for s in self.schedulers]
-        if self.grad_scaler is not None:
-            state["grad_scaler"] = self.grad_scaler.state_dict()
-        state["dataloader"] = {"batches_consumed": self._fit_position + step - self._fit_start}
-        state["global_step"] = step
-        state["rng"] = cstorch.get_rng_state()
-        state["__metadata__"] = [{"version": cstorch.__version__, "model_name": type(self.model).__name__}]
-        return state
-
     def _save_checkpoint_now(self) -> None:
         step = self._closure_global_step()
         path = self.checkpoint.path_for(step)
-        state = self._checkpoint_state(step)
+        state = checkpoint_state.capture(self.model, self.optimizer, self.schedulers, self.grad_scaler, step,
+                                         batches_consumed=self._fit_position + step - self._fit_start)
         self.call("on_save_checkpoint", state)
         self.call("postprocess_checkpoint", state)
         cstorch.save(state, path)
@@ -540,34 +393,11 @@ class Trainer:
         state = cstorch.load(path)
         self.checkpoint.check_version(state, path)
         self.call("preprocess_checkpoint", state)
-        strict = not self.checkpoint.disable_strict_checkpoint_loading
-        self.model.load_state_dict(state["model"], strict=strict)
-        parts = [("optimizer", self.optimizer, lambda sd: self.optimizer.load_state_dict(sd)),
-                 ("schedulers", self.schedulers, self._load_schedulers),
-                 ("grad_scaler", self.grad_scaler, lambda sd: self.grad_scaler.load_state_dict(sd))]
-        for key, present, load in parts:
-            if not present:
-                continue
-            if key in state:
-                load(state[key])
-            else:
-                log.warning("Checkpoint %s has no %r state: the %s starts fresh", path, key, key)
-        self.global_step = int(state.get("global_step", 0))
-        self._data_position = int(state.get("dataloader", {}).get("batches_consumed", self.global_step))
-        if "rng" in state:
-            try:
-                cstorch.set_rng_state(state["rng"])
-            except ValueError as e:
-                log.warning("RNG state not restored from %s: %s", path, e)
+        self.global_step, self._data_position = checkpoint_state.restore(
+            state, self.model, self.optimizer, self.schedulers, self.grad_scaler,
+            strict=not self.checkpoint.disable_strict_checkpoint_loading, path=path)
         log.info("Loaded checkpoint %s (global step %d)", path, self.global_step)
         self.call("on_load_checkpoint", state)
-
-    def _load_schedulers(self, states) -> None:
-        if len(states) != len(self.schedulers):
-            raise ValueError(f"The checkpoint holds {len(states)} scheduler states but the trainer has "
-                             f"{len(self.schedulers)} schedulers")
-        for s, sd in zip(self.schedulers, states):
-            s.load_state_dict(sd)
 
     def _load_for_run(self, ckpt_path) -> None:
         if ckpt_path is ...:
@@ -606,11 +436,11 @@ class Trainer:
         if self.optimizer is None:
             raise RuntimeError("fit needs an optimizer: the Trainer was built with optimizer=None "
                                "(validation only)")
-        train_dls = _loader_list(train_dataloader, "train_dataloader")
+        train_dls = loader_list(train_dataloader, "train_dataloader")
         if len(train_dls) != 1:
             raise ValueError(f"fit takes one train_dataloader, got {len(train_dls)}")
         (train_dl,) = train_dls
-        val_dls = _loader_list(val_dataloader, "val_dataloader")
+        val_dls = loader_list(val_dataloader, "val_dataloader")
         self._load_for_run(ckpt_path)
         try:
             length = len(train_dl)
@@ -645,32 +475,9 @@ class Trainer:
             self.call("on_fit_end", loop)
         self._data_position = self._fit_position + self.global_step - plan.start
 
-    def _train_schedules(self, first: int, steps: int):
-        """The executor's checkpoint schedule and activation frequency for the stretch of
-        global steps first+1 .. first+steps."""
-        plan, every = self.fit_plan, self.checkpoint.steps
-        Range = cstorch.utils.data.Schedule.Range
-        last = first + steps == plan.end and every != 0  # the fit's last step always saves
-        if every:  # global steps divisible by `every`: iterations offset, offset + every, ...
-            offset = (every - (first + 1) % every) % every
-            ranges = [Range(offset, steps, every, last)] if offset < steps else []
-        else:
-            offset, ranges = steps, []
-        if last and not ranges:
-            ranges = [Range(steps - 1, steps, 1, False)]
-        # closures fetch values on activation steps: every log step and checkpoint step
-        # (before the last, which always is one) must be one
-        log_offset = (self.logging.log_steps - (first - plan.start + 1) % self.logging.log_steps) % \
-            self.logging.log_steps
-        activation = 0
-        for start, stride in ((offset, every), (log_offset, self.logging.log_steps)):
-            if stride and start < steps - 1:
-                activation = math.gcd(activation, math.gcd(start + 1, stride))
-        return cstorch.utils.data.Schedule(ranges), activation or steps
-
     def _check_batch(self, batch) -> None:
         n = self.loop.grad_accum_steps
-        size = _batch_size(batch)
+        size = batch_size_of(batch)
         if n > 1 and (size is None or size % n):
             raise ValueError(
                 f"grad_accum_steps={n} splits every batch into {n} micro-batches, but the train dataloader's batch "
@@ -679,7 +486,8 @@ class Trainer:
         self._batch_size = size
 
     def _train(self, stream: TrainStream, loop_idx: int, first: int, steps: int) -> None:
-        schedule, activation = self._train_schedules(first, steps)
+        schedule, activation = self.fit_plan.executor_schedules(first, steps, self.checkpoint.steps,
+                                                                  self.logging.log_steps)
         executor = cstorch.utils.data.DataExecutor(stream, num_steps=steps, checkpoint_steps=schedule,
                                                    activation_steps=activation)
         self._run_base = first
@@ -742,7 +550,7 @@ class Trainer:
     def validate(self, val_dataloader=None, ckpt_path=..., loop: Optional[ValidationLoop] = None) -> None:
         """Run `loop.eval_steps` batches (default: one pass) of each validation dataloader
         on the model (the checkpoint `ckpt_path`, the latest one for `...`)."""
-        val_dls = _loader_list(val_dataloader, "val_dataloader")
+        val_dls = loader_list(val_dataloader, "val_dataloader")
         if not val_dls:
             raise ValueError("validate needs a val_dataloader")
         loop = self._validation_loop(loop)
@@ -754,7 +562,7 @@ class Trainer:
         """Validate every checkpoint of `ckpt_paths` (a path, a glob or a list of them;
         `...`: every checkpoint in the checkpoint root, oldest first) on every dataloader,
         then call `run_validation` on the ValidationCallbacks for each checkpoint."""
-        val_dls = _loader_list(val_dataloaders, "val_dataloaders")
+        val_dls = loader_list(val_dataloaders, "val_dataloaders")
         loop = self._validation_loop(loop)
         if ckpt_paths is ...:
             paths = [p for _, p in self.checkpoint.checkpoints()]

@@ -7,7 +7,7 @@ import pytest
 
 import cstorch
 from cstorch._backend import _reset_backend
-from cstorch.trainer import config, registry
+from cstorch.trainer import build, config, registry
 from cstorch.trainer.config import ConfigError
 
 TOY = textwrap.dedent('''
@@ -210,7 +210,7 @@ def test_each_mistake_has_its_own_error_and_no_backend_is_made(toy_dir, key, val
     params = good_trainer(toy_dir)
     _set(params, key, value)
     with pytest.raises(ConfigError, match=message):
-        config.run_trainer("train_and_eval", {"trainer": params}, base_dir=str(toy_dir))
+        build.run_trainer("train_and_eval", {"trainer": params}, base_dir=str(toy_dir))
     assert cstorch.backend() is None
 
 
@@ -228,10 +228,10 @@ def test_error_messages_are_distinct(toy_dir):
 def test_bad_mode_and_mode_requirements(toy_dir):
     params = {"trainer": good_trainer(toy_dir)}
     with pytest.raises(ConfigError, match="Unknown mode 'training'; expected one of train, train_and_eval, eval"):
-        config.run_trainer("training", params, base_dir=str(toy_dir))
+        build.run_trainer("training", params, base_dir=str(toy_dir))
     with pytest.raises(ConfigError, match=r"mode 'eval_all' needs trainer.validate_all.val_dataloaders"):
         del params["trainer"]["fit"]["val_dataloader"]
-        config.run_trainer("eval_all", params, base_dir=str(toy_dir))
+        build.run_trainer("eval_all", params, base_dir=str(toy_dir))
     assert cstorch.backend() is None
 
 
@@ -240,7 +240,7 @@ def test_every_trainer_of_a_list_is_validated_before_the_first_runs(toy_dir):
     second["init"]["loop"]["max_stpes"] = 3
     params = {"trainer": [{"trainer": good_trainer(toy_dir)}, {"trainer": second}]}
     with pytest.raises(ConfigError, match=r"Unknown key trainer\[1\].init.loop.max_stpes"):
-        config.run_trainer("train", params, base_dir=str(toy_dir))
+        build.run_trainer("train", params, base_dir=str(toy_dir))
     assert cstorch.backend() is None
 
 
@@ -301,7 +301,7 @@ def test_a_list_of_trainers_needs_one_backend(toy_dir, first, second, message):
     with pytest.raises(ConfigError, match=message):
         config.validate_params(params, "train", str(toy_dir))
     with pytest.raises(ConfigError, match=message):
-        config.run_trainer("train", params, base_dir=str(toy_dir))
+        build.run_trainer("train", params, base_dir=str(toy_dir))
     assert cstorch.backend() is None
 
 
@@ -341,7 +341,7 @@ def test_the_existing_backend_counts_as_the_first(toy_dir):
 
 # --------------------------------------------------------------------------- building
 def test_configure_trainer_from_config_builds_everything(toy_dir):
-    trainer, run_kwargs = config.configure_trainer_from_config(good_trainer(toy_dir), "train_and_eval",
+    trainer, run_kwargs = build.configure_trainer_from_config(good_trainer(toy_dir), "train_and_eval",
                                                                base_dir=str(toy_dir))
     assert cstorch.backend() is trainer.backend and trainer.backend.is_cpu
     assert type(trainer.optimizer).__name__ == "AdamW"
@@ -360,7 +360,7 @@ def test_configure_trainer_from_config_validates(toy_dir):
     params = good_trainer(toy_dir)
     params["init"]["loop"]["max_step"] = 3
     with pytest.raises(ConfigError, match="Unknown key trainer.init.loop.max_step"):
-        config.configure_trainer_from_config({"trainer": params}, "train", base_dir=str(toy_dir))
+        build.configure_trainer_from_config({"trainer": params}, "train", base_dir=str(toy_dir))
     assert cstorch.backend() is None
 
 
@@ -392,7 +392,7 @@ def test_run_trainer_runs_a_list_validates_once_and_closes_the_loggers(toy_dir, 
     for item in (params["trainer"][0]["trainer"], params["trainer"][1]):
         item["init"]["loggers"] = [{"CSVLogger": {}}, {"TensorBoardLogger": {}}]
         item["init"]["loop"]["max_steps"] = 2
-    trainers = config.run_trainer("train", params, base_dir=str(toy_dir))
+    trainers = build.run_trainer("train", params, base_dir=str(toy_dir))
     assert len(trainers) == 2 and trainers[1].backend is trainers[0].backend and trainers[0].backend.is_cpu
     assert len(validated) == 2  # once per trainer
     for trainer in trainers:
@@ -408,21 +408,21 @@ def test_run_trainer_closes_the_loggers_when_the_run_fails(toy_dir):
     params["init"]["callbacks"] = [{"recording.py:Boom": {}}]
     opened = registry.load_file(str(toy_dir / "recording.py")).OPENED
     with pytest.raises(RuntimeError, match="boom"):
-        config.run_trainer("train", {"trainer": params}, base_dir=str(toy_dir))
+        build.run_trainer("train", {"trainer": params}, base_dir=str(toy_dir))
     assert len(opened) == 1 and opened[0]._file is None
 
 
 def test_explicit_milestones(toy_dir):
     params = good_trainer(toy_dir)
     params["init"]["schedulers"][0]["SequentialLR"]["milestones"] = [3]
-    trainer, _ = config.configure_trainer_from_config(params, "train", base_dir=str(toy_dir))
+    trainer, _ = build.configure_trainer_from_config(params, "train", base_dir=str(toy_dir))
     assert trainer.schedulers[0].milestones == [3]
 
 
 def test_eval_mode_builds_a_validation_loop_and_no_optimizer(toy_dir):
     params = good_trainer(toy_dir)
     params["validate"] = {"ckpt_path": None}
-    trainer, run_kwargs = config.configure_trainer_from_config({"trainer": params}, "eval", base_dir=str(toy_dir))
+    trainer, run_kwargs = build.configure_trainer_from_config({"trainer": params}, "eval", base_dir=str(toy_dir))
     assert type(trainer.loop).__name__ == "ValidationLoop" and trainer.loop.eval_steps == 2
     assert trainer.optimizer is None
     assert run_kwargs["ckpt_path"] is None and "val_dataloader" in run_kwargs
@@ -434,7 +434,7 @@ def test_legacy_learning_rate_builds_with_configure_lr_scheduler(toy_dir):
     params["init"]["schedulers"] = [{"learning_rate": [
         {"scheduler": "Linear", "initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 3},
         {"scheduler": "Constant", "learning_rate": 0.1}]}]
-    trainer, _ = config.configure_trainer_from_config(params, "train", base_dir=str(toy_dir))
+    trainer, _ = build.configure_trainer_from_config(params, "train", base_dir=str(toy_dir))
     (scheduler,) = trainer.schedulers
     assert type(scheduler).__name__ == "ScalePerParamLR"  # the optimizer has adjust_learning_rate groups
 

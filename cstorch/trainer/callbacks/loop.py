@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from ...utils.data import Schedule
 from .base import CoreCallback
 
 _MAX_STEPS = 2**31 - 1
@@ -51,6 +52,30 @@ class FitPlan:
         for i, b in enumerate(self.boundaries):
             yield i, previous, b - previous, b in self.validate_at
             previous = b
+
+    def executor_schedules(self, first: int, steps: int, checkpoint_every: Optional[int], log_steps: int):
+        """The checkpoint `Schedule` and activation frequency of the executor that runs the
+        global steps first+1 .. first+steps: `Checkpoint(steps=checkpoint_every)` saves
+        after global steps divisible by it and after the fit's last step; the steps that
+        log (`Logging(log_steps)`) and save must be activation steps."""
+        every = checkpoint_every
+        Range = Schedule.Range
+        last = first + steps == self.end and every != 0  # the fit's last step always saves
+        if every:  # global steps divisible by `every`: iterations offset, offset + every, ...
+            offset = (every - (first + 1) % every) % every
+            ranges = [Range(offset, steps, every, last)] if offset < steps else []
+        else:
+            offset, ranges = steps, []
+        if last and not ranges:
+            ranges = [Range(steps - 1, steps, 1, False)]
+        # closures fetch values on activation steps: every log step and checkpoint step
+        # (before the last, which always is one) must be one
+        log_offset = (log_steps - (first - self.start + 1) % log_steps) % log_steps
+        activation = 0
+        for start, stride in ((offset, every), (log_offset, log_steps)):
+            if stride and start < steps - 1:
+                activation = math.gcd(activation, math.gcd(start + 1, stride))
+        return Schedule(ranges), activation or steps
 
 
 class TrainingLoop(CoreCallback):
