@@ -63,6 +63,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import itertools
 import logging
 import os
 from typing import Any, Callable, Optional
@@ -123,12 +124,8 @@ def _build_scheduler(optimizer, item):
                 ckw.pop("total_iters")
             children.append(_build_scheduler(optimizer, {cname: ckw}))
         if is_kind(cls, "SequentialScheduler"):
-            if kwargs.get("milestones") is None:
-                milestones, total = [], 0
-                for d in durations[:-1]:
-                    total += int(d)
-                    milestones.append(total)
-                kwargs["milestones"] = milestones
+            if kwargs.get("milestones") is None:  # each child runs its total_iters
+                kwargs["milestones"] = list(itertools.accumulate(int(d) for d in durations[:-1]))
             return cls(optimizer, children, **kwargs)
         return cls(children, **kwargs)
     if is_kind(cls, "ScalePerParamScheduler"):

@@ -442,10 +442,12 @@ class Trainer:
         (train_dl,) = train_dls
         val_dls = loader_list(val_dataloader, "val_dataloader")
         self._load_for_run(ckpt_path)
-        try:
-            length = len(train_dl)
-        except TypeError:
-            length = None
+        length = None
+        if loop.needs_loader_length:  # len() builds the loader: only when it matters
+            try:
+                length = len(train_dl)
+            except TypeError:
+                pass
         validate = bool(val_dls) or bool(self.get_callbacks(ValidationCallback))
         plan = loop.plan(self.global_step, length, validate)
         if not self.backend.is_e2e_execution:  # compile/validate only: one step of each kind

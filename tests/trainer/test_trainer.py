@@ -377,3 +377,25 @@ def test_compile_only_compiles_one_train_and_one_validation_step(tmp_path):
     assert trainer._traced_train.program is not None and trainer._traced_validate.program is not None
     assert rec.calls.count("on_train_batch_start") == 1 and rec.calls.count("on_validate_batch_start") == 1
     assert trainer.checkpoint.checkpoints() == []
+
+
+def _counting_loader(calls):
+    x, y = data(64, 0)
+
+    def input_fn():
+        calls.append(1)
+        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8, drop_last=True)
+
+    return cstorch.utils.data.DataLoader(input_fn)
+
+
+def test_the_train_loader_is_built_once_unless_an_epoch_count_needs_its_length(tmp_path):
+    calls = []
+    trainer = _trainer("CPU", tmp_path / "steps", TrainingLoop(max_steps=3, eval_frequency=None))
+    trainer.fit(_counting_loader(calls))
+    assert trainer.global_step == 3 and len(calls) == 1
+    cstorch._backend._reset_backend()
+    calls.clear()
+    trainer = _trainer("CPU", tmp_path / "epochs", TrainingLoop(num_epochs=2, eval_frequency=None))
+    trainer.fit(_counting_loader(calls))
+    assert trainer.global_step == 2 * 8  # 64 samples, batches of 8

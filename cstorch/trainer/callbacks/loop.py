@@ -111,6 +111,12 @@ class TrainingLoop(CoreCallback):
         if trainer.should_run_optimizer_step:
             trainer.count_step()
 
+    @property
+    def needs_loader_length(self) -> bool:
+        """Whether the training length depends on the train loader's length (an epoch
+        count without `steps_per_epoch`)."""
+        return self.num_epochs is not None and self.steps_per_epoch is None
+
     def train_steps(self, start: int, loader_length: Optional[int]) -> int:
         """Steps a fit starting at global step `start` runs."""
         if self.num_epochs is not None:
