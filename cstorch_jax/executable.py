@@ -25,6 +25,7 @@ from .capture import CapturedGraph, TensorSpec
 from .dtypes import jax_dtype
 from .errors import StaticGraphError
 from .lowering import to_jax_function, uses_rng
+from .passes import for_platform
 from .placement import SingleDevice
 from .xla_options import compiler_options
 
@@ -50,7 +51,8 @@ class Executable:
         mutated = captured.mutated
         kept = captured.read_only  # unused state is not an input at all
         self.kept = kept
-        graph_fn = to_jax_function(captured.module)
+        self.graph_module = for_platform(captured.module, self.placement.platform)
+        graph_fn = to_jax_function(self.graph_module)
         n_mut = len(mutated)
         with_rng = self.uses_rng
 
