@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import cstorch_jax
-from cstorch_jax import Executable, StaticGraphError, TensorSpec
+from cstorch_jax import Executable, StaticGraphError, TensorSpec, compile_cache
 
 from . import _backend, amp
 from .runtime import ClosureRecorder, wrap_outputs
@@ -118,7 +118,8 @@ class TracedStep:
             raise RuntimeError(
                 "step.lower() compiles the step for the CSX backend; create it first with cstorch.backend(\"CSX\")."
             )
-        return cstorch_jax.explore.StepReport(self._compile(b, args, kwargs).executable, self.__name__)
+        return cstorch_jax.explore.StepReport(self._compile(b, args, kwargs, use_cache=False).executable,
+                                              self.__name__)
 
     @property
     def report(self):
@@ -131,14 +132,35 @@ class TracedStep:
         return cstorch_jax.explore.StepReport(self.program.executable, self.__name__)
 
     # -- CSX ----------------------------------------------------------------------
-    def _compile(self, b, args, kwargs) -> _Program:
-        """Capture and compile the step for these arguments."""
+    def _compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:
+        """Capture and compile the step for these arguments (or load it from the compile
+        cache, `use_cache`)."""
         try:
-            return self._capture_and_compile(b, args, kwargs)
+            return self._capture_and_compile(b, args, kwargs, use_cache)
         finally:
             amp.skip.clear()  # records made while capturing hold traced tensors
 
-    def _capture_and_compile(self, b, args, kwargs) -> _Program:
+    def _cache_key(self, b, state: StepState, batch, in_spec, static_leaves) -> str | None:
+        """The compile-cache lookup key of this step for these inputs (None: no caching
+        for multi-process runs). The entry is used only if the step's op signature matches
+        as well (cstorch_jax.compile_cache)."""
+        import jax
+
+        if compile_cache.directory() is None or jax.process_count() > 1:
+            return None
+        code = getattr(self.fn, "__code__", None)
+        parts = [
+            f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', repr(self.fn))}",
+            f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
+            repr(in_spec), repr(static_leaves),
+            repr([(n, TensorSpec.of(t), t.requires_grad) for n, t in zip(state.names, state.tensors)]),
+            repr([TensorSpec.of(t) for t in batch]), repr(state.scalar_names),
+            f"devices={b.run.placement.num_devices}",
+        ]
+        platform = b.run.placement.platform
+        return compile_cache.entry_key("\n".join(parts), platform, cstorch_jax.xla_options.compiler_options(platform))
+
+    def _capture_and_compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:
         from .optim.optimizer import live_optimizers
 
         t0 = time.perf_counter()
@@ -168,11 +190,28 @@ class TracedStep:
             return [*user, *recorder.tensors]
 
         batch = [leaves[i] for i in tensor_pos] + state.scalars()
-        captured = cstorch_jax.capture(step, state.tensors, batch)
-        trace_seconds = time.perf_counter() - t0
         names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
         names += [f"hyper-parameter {n}" for n in state.scalar_names]
-        executable = Executable(captured, names, placement=b.run.placement)
+        key = self._cache_key(b, state, batch, in_spec, static_leaves) if use_cache else None
+        executable = None
+        if key is not None and compile_cache.candidate(key):
+            # run the body once on fake tensors (its side effects included) and use the cached
+            # program only if the step dispatches exactly the ops it was compiled from
+            signature, _ = cstorch_jax.trace_signature(step, state.tensors, batch)
+            hit = compile_cache.load(key, signature)
+            if hit is not None:
+                graph, program, uses_rng, _ = hit
+                executable = Executable.restore(graph, program, uses_rng, names, b.run.placement)
+            else:  # the body runs again below, for the capture
+                recorder.clear()
+        trace_seconds = time.perf_counter() - t0
+        if executable is None:
+            captured = cstorch_jax.capture(step, state.tensors, batch)
+            trace_seconds = time.perf_counter() - t0
+            executable = Executable(captured, names, placement=b.run.placement)
+            if key is not None:
+                executable.save_to_cache(key)
+        captured = executable.captured
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
                         out_info["static"], out_info["n_user"], recorder, trace_seconds)

@@ -21,6 +21,7 @@ touch at all is marked unused, so the executable does not even take it.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import hashlib
 import operator
@@ -34,7 +35,9 @@ from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, is_fake
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode, is_fake,
+)
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -78,6 +81,7 @@ class CapturedGraph:
     mutated: tuple[int, ...]  # indices of the state inputs whose new values are returned first
     unused: tuple[int, ...]  # indices of the state inputs the step neither reads nor writes
     graph_hash: str
+    signature: str = ""  # `OpSignature` digest of the traced step (see trace_signature)
 
     @property
     def read_only(self) -> tuple[int, ...]:
@@ -99,13 +103,68 @@ class CapturedGraph:
         return dict(sorted(hist.items(), key=lambda kv: -kv[1]))
 
 
+class OpSignature:
+    """A digest of the ATen ops a step dispatches, in order: each op's name, its
+    non-tensor arguments, and for every tensor argument which earlier tensor it is
+    (inputs numbered first, then every op output in order of creation), its shape and
+    dtype, and the values of real (non-fake) tensors, the constants baked into a graph.
+    Two runs of a step with the same digest dispatch the same computation on the same
+    data flow, so they capture the same graph (given the same versions of the code
+    that turns dispatched ops into a graph and a program)."""
+
+    def __init__(self, inputs: Sequence[torch.Tensor]):
+        self._hash = hashlib.sha256()
+        self._index: dict[int, int] = {}
+        self._alive: list[torch.Tensor] = []  # keeps ids unique while the step runs
+        for t in inputs:
+            self._number(t)
+
+    def _number(self, t: torch.Tensor) -> int:
+        i = self._index.get(id(t))
+        if i is None:
+            i = self._index[id(t)] = len(self._alive)
+            self._alive.append(t)
+        return i
+
+    def _describe(self, x):
+        if isinstance(x, torch.Tensor):
+            desc = f"T{self._number(x)}:{x.dtype}:{tuple(x.shape)}:{x.requires_grad}"
+            if not is_fake(x) and x.device.type != "meta":
+                desc += ":" + hashlib.sha256(x.detach().contiguous().cpu().reshape(-1).view(torch.uint8)
+                                             .numpy().tobytes()).hexdigest()
+            return desc
+        if isinstance(x, (list, tuple)):
+            return "[" + ",".join(self._describe(v) for v in x) + "]"
+        if isinstance(x, dict):
+            return "{" + ",".join(f"{k}={self._describe(v)}" for k, v in sorted(x.items())) + "}"
+        if x is None or isinstance(x, (bool, int, float, complex, str, bytes, torch.dtype, torch.device,
+                                       torch.layout, torch.memory_format, enum.Enum)):
+            return repr(x)
+        return type(x).__qualname__  # an opaque object (a profiler handle): its type, never its address
+
+    def record(self, func, args, kwargs, out) -> None:
+        self._hash.update(f"{func}({self._describe(args)};{self._describe(kwargs)})->{self._describe(out)}\n"
+                          .encode())
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
 class _NoHostReads(TorchDispatchMode):
-    """Raises on the one op that reads a tensor's value into Python."""
+    """Raises on the one op that reads a tensor's value into Python; records every op in
+    `signature` when one is given."""
+
+    def __init__(self, signature: OpSignature | None = None):
+        super().__init__()
+        self.signature = signature
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is aten._local_scalar_dense.default:
             raise MaterializationError(_READ_HINT)
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if self.signature is not None:
+            self.signature.record(func, args, kwargs or {}, out)
+        return out
 
 
 def _refuse(what: str, original):
@@ -122,8 +181,9 @@ def _refuse(what: str, original):
 
 
 @contextlib.contextmanager
-def no_host_reads():
-    """Within the user's step: reading tensor values on the host is a clear error."""
+def no_host_reads(signature: OpSignature | None = None):
+    """Within the user's step: reading tensor values on the host is a clear error (and
+    every op is recorded in `signature`, when one is given)."""
     what = {
         "__repr__": "repr()/print()",
         "__str__": "str()/print()",
@@ -136,7 +196,7 @@ def no_host_reads():
     for name, fn in patched.items():
         setattr(torch.Tensor, name, fn)
     try:
-        with _NoHostReads():
+        with _NoHostReads(signature):
             yield
     finally:
         for name, fn in saved.items():
@@ -265,18 +325,9 @@ def capture(
     if len(set(ids)) != len(ids):
         raise CaptureError("capture() needs distinct state tensors; deduplicate tied tensors first")
     n_state = len(state)
-
-    def stage1(*flat):
-        st = list(flat[:n_state])
-        with no_host_reads(), record_module_paths(), _ContiguousLinalgInputs():
-            outs = list(fn(st, list(flat[n_state:])))
-        for i, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor):
-                raise CaptureError(f"step output {i} is {type(o).__name__}, expected a tensor")
-        return [*st, *outs]
-
-    leaves = [s.detach().requires_grad_(s.requires_grad) for s in state]
-    batch_leaves = [b.detach().requires_grad_(b.requires_grad) for b in batch]
+    signature: list[str] = []
+    stage1 = functools.partial(_run_step, fn, n_state, signature)
+    leaves, batch_leaves = _leaves(state), _leaves(batch)
     with _data_dependence_is_an_error():
         try:
             with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
@@ -312,4 +363,38 @@ def capture(
         mutated=mutated,
         unused=unused,
         graph_hash=_graph_hash(gm2),
+        signature=signature[0],
     )
+
+
+def _leaves(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach().requires_grad_(t.requires_grad) for t in tensors]
+
+
+def _run_step(fn, n_state: int, signature: list, *flat):
+    """Run the user's step on traced tensors `flat` = (*state, *batch) and return
+    (*state, *outputs); appends the step's `OpSignature` digest to `signature`."""
+    st = list(flat[:n_state])
+    ops = OpSignature(flat)
+    with no_host_reads(ops), record_module_paths(), _ContiguousLinalgInputs():
+        outs = list(fn(st, list(flat[n_state:])))
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise CaptureError(f"step output {i} is {type(o).__name__}, expected a tensor")
+    ops.record("outputs", (), {}, [*st, *outs])
+    signature.append(ops.hexdigest())
+    return [*st, *outs]
+
+
+def trace_signature(fn, state: Sequence[torch.Tensor], batch: Sequence[torch.Tensor]) -> tuple[str, list[TensorSpec]]:
+    """Run `fn(state, batch)` once on fake tensors exactly as `capture` does, without
+    building a graph: (its `OpSignature` digest, the specs of its outputs). Equal to
+    `capture(...).signature` for the same step, at a fraction of the cost, and with the
+    same Python side effects as a capture (the step's body runs once)."""
+    signature: list[str] = []
+    mode = FakeTensorMode()
+    with _data_dependence_is_an_error(), enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
+        with mode:
+            flat = [mode.from_tensor(t).requires_grad_(t.requires_grad) for t in (*state, *batch)]
+            out = _run_step(fn, len(state), signature, *flat)
+    return signature[0], [TensorSpec.of(o) for o in out[len(state):]]
