@@ -96,6 +96,7 @@ class Workload:
     flops_per_step: float  # analytic, see the builders
     flops_note: str
     tol: float  # allowed |loss - eager loss| / max(1, |eager loss|) at every step
+    param_tol: float  # allowed max|p - eager p| / max|eager p| per parameter after the last step
     warmup: int
     rounds: int
     steps_per_round: int
@@ -146,7 +147,7 @@ def mlp_workload(quick: bool) -> Workload:
         optimizer=opt,
         flops_per_step=_mlp_flops(sizes, batch),
         flops_note="3 x forward matmuls, 2*batch*in*out per Linear",
-        tol=1e-4,
+        tol=1e-4, param_tol=1e-3,
         warmup=2 if quick else 5, rounds=2 if quick else 10, steps_per_round=2 if quick else 20,
         batches=_image_batches(g, N_BATCHES, batch, 1, 28, 10),
     )
@@ -170,7 +171,7 @@ def cnn_workload(quick: bool) -> Workload:
         optimizer=opt,
         flops_per_step=_cnn_flops(batch, **cfg),
         flops_note="3 x forward: conv1 + conv2 (2*out_elems*in_ch*9 each) + linear",
-        tol=1e-3,
+        tol=1e-3, param_tol=1e-3,
         warmup=2 if quick else 3, rounds=2 if quick else 8, steps_per_round=2 if quick else 5,
         batches=_image_batches(g, N_BATCHES, batch, cfg["in_ch"], cfg["image"], cfg["classes"]),
     )
@@ -200,7 +201,7 @@ def gpt_workload(quick: bool) -> Workload:
         optimizer=opt,
         flops_per_step=_gpt_flops(batch, cfg["seq"], cfg["d_model"], cfg["n_layers"], cfg["vocab"]),
         flops_note="3 x forward: per token per layer 24*d^2 + 4*T*d (dense attention), plus 2*d*vocab for the head",
-        tol=1e-3,
+        tol=1e-3, param_tol=1e-3,
         warmup=2 if quick else 3, rounds=2 if quick else 8, steps_per_round=2 if quick else 5,
         batches=batches,
     )

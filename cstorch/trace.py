@@ -85,6 +85,7 @@ class TracedStep:
     def __init__(self, fn: Callable):
         self.fn = fn
         self.program: Optional[_Program] = None
+        self._report_executable: Optional[Executable] = None  # see `report`, for a cached program
         functools.update_wrapper(self, fn)
 
     # -- public -------------------------------------------------------------------
@@ -129,7 +130,26 @@ class TracedStep:
                 f"{self.__name__} has not been compiled yet: call it once inside a DataExecutor loop, or use "
                 f"{self.__name__}.lower(*example_args) to compile it for exploration without running it."
             )
-        return cstorch_jax.explore.StepReport(self.program.executable, self.__name__)
+        executable = self.program.executable
+        if executable.from_cache:  # loaded without its graph: capture it again, for the views
+            if self._report_executable is None:
+                self._report_executable = self._compile(_backend.backend(), *self._example_args(self.program),
+                                                        use_cache=False).executable
+            executable = self._report_executable
+        return cstorch_jax.explore.StepReport(executable, self.__name__)
+
+    @staticmethod
+    def _example_args(prog: "_Program") -> tuple:
+        """(args, kwargs) with the compiled step's signature: zeros for the tensors."""
+        specs = iter(prog.executable.captured.batch_specs)
+
+        def example(leaf):
+            if leaf is not TENSOR:
+                return leaf
+            spec = next(specs)
+            return torch.zeros(spec.shape, dtype=spec.dtype)
+
+        return pytree.tree_unflatten([example(leaf) for leaf in prog.static_leaves], prog.in_spec)
 
     # -- CSX ----------------------------------------------------------------------
     def _compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:

@@ -55,5 +55,7 @@ for k, v in sorted(model.state_dict().items()):
     digest.update(k.encode())
     digest.update(v.detach().numpy().tobytes())
 ex = train_step.executable
+report = train_step.report  # a loaded program is captured again for its views
+assert report.num_ops > 0 and report.cost.flops > 0
 print(json.dumps({"losses": losses, "params": digest.hexdigest(), "from_cache": ex.from_cache,
                   "compile_seconds": train_step.program.trace_seconds + ex.lower_seconds + ex.compile_seconds}))
