@@ -217,10 +217,11 @@ class TracedStep:
         if key is not None and compile_cache.candidate(key):
             # run the body once on fake tensors (its side effects included) and use the cached
             # program only if the step dispatches exactly the ops it was compiled from
-            signature, _ = cstorch_jax.trace_signature(step, state.tensors, batch)
+            signature, _, constants = cstorch_jax.trace_signature(step, state.tensors, batch)
             hit = compile_cache.load(key, signature)
             if hit is not None:
                 graph, program, uses_rng, _ = hit
+                graph.constants = constants
                 executable = Executable.restore(graph, program, uses_rng, names, b.run.placement)
             else:  # the body runs again below, for the capture
                 recorder.clear()
@@ -286,6 +287,13 @@ class TracedStep:
     def _run(self, b, prog: _Program, args, kwargs):
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         self._check_static(prog, leaves, in_spec, args, kwargs)
+        stale = prog.executable.captured.changed_constants()
+        if stale:
+            raise StaticGraphError(
+                f"tensors from outside the step ({', '.join(stale)}) were compiled into {self.__name__} as constants "
+                f"and have been modified in place since. Register such a tensor on the compiled module "
+                f"(register_buffer) or pass it to the step as an argument if it changes during the run."
+            )
         batch = [x for x in leaves if isinstance(x, torch.Tensor)]
         names = prog.executable.batch_names
         prog.executable.check_batch([TensorSpec.of(t) for t in batch] + prog.scalar_specs)

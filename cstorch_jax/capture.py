@@ -39,7 +39,7 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode, is_fake,
 )
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .errors import CaptureError, MaterializationError
 from .module_paths import record_module_paths
@@ -82,6 +82,13 @@ class CapturedGraph:
     unused: tuple[int, ...]  # indices of the state inputs the step neither reads nor writes
     graph_hash: str
     signature: str = ""  # `OpSignature` digest of the traced step (see trace_signature)
+    # tensors from outside the step that the graph holds as constants, with their versions then
+    constants: tuple[tuple[torch.Tensor, int], ...] = ()
+
+    def changed_constants(self) -> list[str]:
+        """Descriptions of the outside tensors baked in as constants that were modified
+        in place since the capture (their values in the compiled step are stale)."""
+        return [f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}" for t, v in self.constants if t._version != v]
 
     @property
     def read_only(self) -> tuple[int, ...]:
@@ -116,6 +123,7 @@ class OpSignature:
         self._hash = hashlib.sha256()
         self._index: dict[int, int] = {}
         self._alive: list[torch.Tensor] = []  # keeps ids unique while the step runs
+        self.constants: list[tuple[torch.Tensor, int]] = []  # real tensors read, with their versions
         for t in inputs:
             self._number(t)
 
@@ -128,10 +136,14 @@ class OpSignature:
 
     def _describe(self, x):
         if isinstance(x, torch.Tensor):
+            new = id(x) not in self._index
             desc = f"T{self._number(x)}:{x.dtype}:{tuple(x.shape)}:{x.requires_grad}"
             if not is_fake(x) and x.device.type != "meta":
-                desc += ":" + hashlib.sha256(x.detach().contiguous().cpu().reshape(-1).view(torch.uint8)
-                                             .numpy().tobytes()).hexdigest()
+                if x.requires_grad:
+                    raise CaptureError(_OUTSIDE_PARAMETER)
+                if new:
+                    self.constants.append((x, x._version))
+                desc += ":" + _value_digest(x)
             return desc
         if isinstance(x, (list, tuple)):
             return "[" + ",".join(self._describe(v) for v in x) + "]"
@@ -148,6 +160,14 @@ class OpSignature:
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
+
+
+def _value_digest(t: torch.Tensor) -> str:
+    """sha256 of a real tensor's values, computed with the tracing modes set aside (the
+    ops that read them must not be traced)."""
+    with _disable_current_modes(), torch.no_grad():
+        data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return hashlib.sha256(data).hexdigest()
 
 
 class _NoHostReads(TorchDispatchMode):
@@ -201,6 +221,14 @@ def no_host_reads(signature: OpSignature | None = None):
     finally:
         for name, fn in saved.items():
             setattr(torch.Tensor, name, fn)
+
+
+_OUTSIDE_PARAMETER = (
+    "the step reads a tensor that requires grad but is neither one of its inputs nor registered state (an "
+    "nn.Parameter outside the compiled model, or a module attribute that is not a registered parameter): it "
+    "would be a constant of the compiled step and never trained. Register it on the compiled module with "
+    "nn.Parameter / register_buffer(), or pass it to the step as an argument."
+)
 
 
 def _graph_hash(gm: torch.fx.GraphModule) -> str:
@@ -325,22 +353,13 @@ def capture(
     if len(set(ids)) != len(ids):
         raise CaptureError("capture() needs distinct state tensors; deduplicate tied tensors first")
     n_state = len(state)
-    signature: list[str] = []
+    signature: list[OpSignature] = []
     stage1 = functools.partial(_run_step, fn, n_state, signature)
     leaves, batch_leaves = _leaves(state), _leaves(batch)
     with _data_dependence_is_an_error():
-        try:
-            with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
-                gm1 = make_fx(stage1, tracing_mode="fake")(*leaves, *batch_leaves)
-        except (AssertionError, RuntimeError) as e:
-            if "convert all Tensors to FakeTensors" not in str(e):
-                raise
-            raise CaptureError(
-                "the step reads a tensor that is neither one of its inputs nor registered state: a tensor "
-                "captured from an enclosing scope, or a module attribute that is not a registered parameter "
-                "or buffer. Pass it to the step as an argument, or register it on the module with "
-                "register_buffer() / nn.Parameter so it is lifted into the compiled step."
-            ) from e
+        # a tensor from outside the step (neither state nor batch) becomes a constant of the graph
+        with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
+            gm1 = make_fx(stage1, tracing_mode="fake", _allow_non_fake_inputs=True)(*leaves, *batch_leaves)
         # run gm1 node by node with metadata preserved, so derived ops keep their module paths
         replay = lambda *args: torch.fx.Interpreter(gm1).run(*args)  # noqa: E731
         with fx_traceback.preserve_node_meta():
@@ -348,6 +367,7 @@ def capture(
                 torch.func.functionalize(replay, remove="mutations_and_views"),
                 decomposition_table=decompositions(),
                 tracing_mode="fake",
+                _allow_non_fake_inputs=True,
             )(*[s.detach() for s in state], *[b.detach() for b in batch])
     mutated = _clean(gm2, n_state)
     _require_static_shapes(gm2)
@@ -363,7 +383,8 @@ def capture(
         mutated=mutated,
         unused=unused,
         graph_hash=_graph_hash(gm2),
-        signature=signature[0],
+        signature=signature[0].hexdigest(),
+        constants=tuple(signature[0].constants),
     )
 
 
@@ -373,7 +394,7 @@ def _leaves(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 def _run_step(fn, n_state: int, signature: list, *flat):
     """Run the user's step on traced tensors `flat` = (*state, *batch) and return
-    (*state, *outputs); appends the step's `OpSignature` digest to `signature`."""
+    (*state, *outputs); appends the step's `OpSignature` to `signature`."""
     st = list(flat[:n_state])
     ops = OpSignature(flat)
     with no_host_reads(ops), record_module_paths(), _ContiguousLinalgInputs():
@@ -382,19 +403,20 @@ def _run_step(fn, n_state: int, signature: list, *flat):
         if not isinstance(o, torch.Tensor):
             raise CaptureError(f"step output {i} is {type(o).__name__}, expected a tensor")
     ops.record("outputs", (), {}, [*st, *outs])
-    signature.append(ops.hexdigest())
+    signature.append(ops)
     return [*st, *outs]
 
 
-def trace_signature(fn, state: Sequence[torch.Tensor], batch: Sequence[torch.Tensor]) -> tuple[str, list[TensorSpec]]:
+def trace_signature(fn, state: Sequence[torch.Tensor], batch: Sequence[torch.Tensor]):
     """Run `fn(state, batch)` once on fake tensors exactly as `capture` does, without
-    building a graph: (its `OpSignature` digest, the specs of its outputs). Equal to
-    `capture(...).signature` for the same step, at a fraction of the cost, and with the
-    same Python side effects as a capture (the step's body runs once)."""
-    signature: list[str] = []
-    mode = FakeTensorMode()
+    building a graph: (its `OpSignature` digest, the specs of its outputs, the outside
+    tensors it reads with their versions, as `CapturedGraph.constants`). The digest equals
+    `capture(...).signature` for the same step; this costs a fraction of a capture and has
+    the same Python side effects (the step's body runs once)."""
+    signature: list[OpSignature] = []
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
     with _data_dependence_is_an_error(), enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
         with mode:
             flat = [mode.from_tensor(t).requires_grad_(t.requires_grad) for t in (*state, *batch)]
             out = _run_step(fn, len(state), signature, *flat)
-    return signature[0], [TensorSpec.of(o) for o in out[len(state):]]
+    return signature[0].hexdigest(), [TensorSpec.of(o) for o in out[len(state):]], tuple(signature[0].constants)

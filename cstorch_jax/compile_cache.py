@@ -124,8 +124,10 @@ class CachedGraph:
     graph_hash: str
     signature: str
     module: None = None
+    constants: tuple = ()  # set by the caller from `trace_signature` (tensors are not stored)
 
     read_only = CapturedGraph.read_only
+    changed_constants = CapturedGraph.changed_constants
 
     @classmethod
     def of(cls, captured) -> "CachedGraph":

@@ -69,7 +69,7 @@ def _step(scale, shape=(16, 8), dtype=torch.float32):
 def test_the_signature_of_a_fake_run_equals_the_capture_and_sees_every_change():
     fn, state, batch = _step(0.5)
     captured = cstorch_jax.capture(fn, state, batch)
-    sig, specs = cstorch_jax.trace_signature(fn, state, batch)
+    sig, specs, _ = cstorch_jax.trace_signature(fn, state, batch)
     assert sig == captured.signature and len(sig) == 64
     assert specs == list(captured.output_specs)
     assert cstorch_jax.trace_signature(fn, state, batch)[0] == sig  # deterministic
