@@ -101,25 +101,6 @@ def check_kwargs(obj, kwargs: dict, path: str, *, skip=(), extra=(), require=Tru
             raise ConfigError(f"{path}: {name} needs the argument(s) {', '.join(missing)}; add them there.")
 
 
-def named_items(value, path: str) -> list[tuple[str, dict, str]]:
-    """`[{Name: kwargs}, "Name", ...]` (or one such item) -> [(name, kwargs, item path)]."""
-    if value is None:
-        return []
-    items = value if isinstance(value, list) else [value]
-    out = []
-    for i, item in enumerate(items):
-        where = f"{path}[{i}]" if isinstance(value, list) else path
-        if isinstance(item, str):
-            out.append((item, {}, where))
-            continue
-        if not isinstance(item, dict) or len(item) != 1:
-            raise ConfigError(f"{where} must be a mapping with exactly one key, the class name, holding its "
-                              f"arguments (e.g. {{ClassName: {{arg: value}}}}); got {item!r}.")
-        (name, kwargs), = item.items()
-        out.append((str(name), check_dict(kwargs, f"{where}.{name}"), f"{where}.{name}"))
-    return out
-
-
 def try_build(cls, kwargs: dict, path: str):
     """`cls(**kwargs)`, a ConfigError naming `path` when it refuses them."""
     try:

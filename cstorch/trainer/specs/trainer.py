@@ -26,7 +26,7 @@ from typing import ClassVar, Optional, Union
 
 from pydantic import Field
 
-from ..checks import DEVICES, ConfigError, check_dict, check_keys, device_name, is_int, try_build
+from ..checks import DEVICES, ConfigError, check_dict, check_keys, device_name, is_int
 from ..modes import RUN_MODES, check_mode, val_sources
 from .backend import BackendSpec
 from .base import At, Spec
@@ -279,7 +279,7 @@ class TrainerSpec(Spec):
         if not run_mode.trains:
             LoopSpec.validation_loop(self.init.loop, f"{p}.loop")
         elif self.init.loop is not None:  # absent: the Trainer's default TrainingLoop(num_epochs=1)
-            try_build(self.init.loop.cls, self.init.loop.kwargs, self.init.loop.path)
+            self.init.loop.build()
 
 
 __all__ = ["TrainerSpec", "InitSpec", "FitSpec", "ValidateSpec", "ValidateAllSpec", "DataLoaders",
