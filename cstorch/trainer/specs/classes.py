@@ -65,6 +65,22 @@ class ClassSpec(Spec):
     #: keyword arguments, checked against `cls` (`check_arguments`)
     kwargs: dict[str, Any] = {}
 
+    #: the registry kind of the names this spec reads (`registry.KINDS`)
+    kind: ClassVar[str] = ""
+
+    @classmethod
+    def named_by(cls, at: At, key: str, what: str) -> tuple[Any, Any, dict]:
+        """(name, what it stands for, the other keys) of a mapping `at.value` naming a
+        class of `cls.kind` under `key`: resolved and checked for its kind, nothing called."""
+        spec = check_dict(at.value, at.path, allow_none=False)
+        if key not in spec:
+            raise ConfigError(f"{at.path}.{key} is missing: {what} (a registered name, package.module.Class or "
+                              f"path/to/file.py:Class).")
+        name, where = spec[key], f"{at.path}.{key}"
+        target = resolve(cls.kind, name, at.base_dir, where)
+        check_kind(cls.kind, name, target, where)
+        return name, target, {k: v for k, v in spec.items() if k != key}
+
     @classmethod
     def check_arguments(cls, target, kwargs: dict, where: str) -> None:
         """The one check of the arguments of a named class: its signature takes them."""
@@ -83,16 +99,11 @@ def _call_with_copy(fn, kwargs):
 class ModelSpec(ClassSpec):
     """`model: {name: <registered name | package.module.Class | path/to/file.py:Class>, **kwargs}`."""
 
+    kind: ClassVar[str] = "model"
+
     @classmethod
     def from_yaml(cls, at: At) -> dict:
-        model = check_dict(at.value, at.path, allow_none=False)
-        if "name" not in model:
-            raise ConfigError(f"{at.path}.name is missing: name the model (a registered name, package.module.Class "
-                              f"or path/to/file.py:Class).")
-        name, where = model["name"], f"{at.path}.name"
-        target = resolve("model", name, at.base_dir, where)
-        check_kind("model", name, target, where)
-        kwargs = {k: v for k, v in model.items() if k != "name"}
+        name, target, kwargs = cls.named_by(at, "name", "name the model")
         cls.check_arguments(target, kwargs, at.path)
         return {"name": name, "cls": target, "kwargs": kwargs}
 
@@ -109,16 +120,11 @@ class DataLoaderSpec(ClassSpec):
     #: the processor's batch_size argument, when given (a positive integer)
     batch_size: Optional[int] = None
 
+    kind: ClassVar[str] = "data_processor"
+
     @classmethod
     def from_yaml(cls, at: At) -> dict:
-        dl = check_dict(at.value, at.path, allow_none=False)
-        if "data_processor" not in dl:
-            raise ConfigError(f"{at.path}.data_processor is missing: name the data processor class (a registered "
-                              f"name, package.module.Class or path/to/file.py:Class).")
-        name, where = dl["data_processor"], f"{at.path}.data_processor"
-        target = resolve("data_processor", name, at.base_dir, where)
-        check_kind("data_processor", name, target, where)
-        kwargs = {k: v for k, v in dl.items() if k != "data_processor"}
+        name, target, kwargs = cls.named_by(at, "data_processor", "name the data processor class")
         if "batch_size" in kwargs and (not is_int(kwargs["batch_size"]) or kwargs["batch_size"] <= 0):
             raise ConfigError(f"{at.path}.batch_size must be a positive integer, got {kwargs['batch_size']!r}.")
         cls.check_arguments(target, kwargs, at.path)

@@ -157,7 +157,7 @@ class SchedulerSpec(Spec):
                                   "duration": duration if is_int(duration) else None}
         skip = ["optimizer"]
         if _takes(target, "schedulers"):
-            fields.update(cls._nested_list(target, name, kwargs, At(p, None, at.base_dir)))
+            fields.update(cls._nested_list(target, name, kwargs, p, at.base_dir))
             skip += ["schedulers", "milestones"] if _takes(target, "milestones") else ["schedulers"]
         elif _takes(target, "scheduler"):
             if kwargs.get("scheduler") is None:
@@ -170,15 +170,15 @@ class SchedulerSpec(Spec):
         return fields
 
     @classmethod
-    def _nested_list(cls, target, name: str, kwargs: dict, at: At) -> dict:
-        """`schedulers` (and `milestones` for a sequence) of a composite, popped from `kwargs`."""
-        p = at.path
+    def _nested_list(cls, target, name: str, kwargs: dict, p: str, base_dir: Optional[str]) -> dict:
+        """`schedulers` (and `milestones` for a sequence) of a composite at key path `p`,
+        popped from `kwargs`."""
         children = kwargs.pop("schedulers", None)
         if not isinstance(children, list) or not children:
             raise ConfigError(f"{p}.schedulers must be a non-empty list of {{SchedulerClass: arguments}} items.")
         sequential = _takes(target, "milestones")
         item_spec = SequencedSchedulerSpec if sequential else SchedulerSpec
-        nested = tuple(item_spec.sub(At(f"{p}.schedulers[{j}]", child, at.base_dir))
+        nested = tuple(item_spec.sub(At(f"{p}.schedulers[{j}]", child, base_dir))
                        for j, child in enumerate(children))
         if not sequential:
             return {"schedulers": nested}
