@@ -239,8 +239,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         params = effective_params(args, load_params(args.params))
         mode = run_mode(args.command, params)
         ensure_host_device_count(num_csx(params))
-        run_trainer(  # builds the backend: only after XLA_FLAGS is final
-            mode, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
+        # builds the backend: only after XLA_FLAGS is final
+        run_trainer(mode, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
     except ConfigError as e:
         print(f"cstorch: error: {e}", file=sys.stderr)
         return 2

@@ -86,8 +86,8 @@ converted by `cstorch.trainer.legacy.convert_legacy` (runconfig.max_steps ->
 loop.max_steps, checkpoint_steps -> checkpoint.steps, optimizer.optimizer_type /
 learning_rate -> optimizer and schedulers, ...), parsed by `cstorch.trainer.config`,
 and the Trainer's arguments are built by `build.trainer_arguments` from the spec of
-`init` (`init.loggers` aside: the runner's `loggers` argument decides). The model comes from the runner's
-`model` argument, the data from the drivers' arguments, so `model:` (except
+`init` (`init.loggers` aside: the runner's `loggers` argument decides). The model comes
+from the runner's `model` argument, the data from the drivers' arguments, so `model:` (except
 mixed_precision / fp16_type) and the dataloader sections are not used here. A
 `runconfig.checkpoint_path` is loaded by the first run; without one the latest checkpoint
 of model_dir is (as the Trainer does). Without a training length (max_steps, num_steps
@@ -294,8 +294,8 @@ class PyTorchBaseRunner:
                  callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
         self.params = params
         self._spec, init = _trainer_spec(params, base_dir)
-        loop = init.loop.kwargs if init.loop is not None else {}
-        trains = any(loop.get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
+        lengths = init.loop.kwargs if init.loop is not None else {}
+        trains = any(lengths.get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
         # init.loggers is not used: the Trainer gets the `loggers` argument (None: its own)
         kwargs = build.trainer_arguments(init.model_copy(update={"loggers": ()}), training=trains)
         loop = kwargs["loop"]
