@@ -4,8 +4,8 @@ API, and its rule that weights can be fetched only on checkpoint steps.
     1.8 name             2.x call it makes
     -------------------  ----------------------------------------------------------------
     compile_step(fn)     cstorch.trace(fn), called inside a 1.8 DataLoader loop
-    step_closure(fn)     called inside the compile_step: cstorch.step_closure (repeats
-                         every step with that step's values, cannot fetch weights);
+    step_closure(fn)     called inside the compile_step, in the loop: cstorch.step_closure
+                         (repeats every step with that step's values, cannot fetch weights);
                          called in the loop on a checkpoint step: cstorch.checkpoint_closure
                          (runs at the end of that step, after the model and optimizer
                          tensors were updated with its values); on another step:
@@ -103,11 +103,11 @@ def step_closure(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def closure(*args, **kwargs):
-        if _IN_STEP.get():
+        in_step, p = _IN_STEP.get(), active_pass()
+        if p is None or (p.step is None and not in_step):  # outside the loop: nothing is in flight
+            return _Bound(fn, _Where(None, fetch=not in_step, in_step=in_step))(*args, **kwargs)
+        if in_step:
             return cstorch.step_closure(_Bound(fn, _Where(None, fetch=False, in_step=True)))(*args, **kwargs)
-        p = active_pass()
-        if p is None or p.step is None:  # outside the loop: nothing is in flight
-            return _Bound(fn, _Where(None, fetch=True))(*args, **kwargs)
         step = p.step
         if p.is_checkpoint_step(step):
             return cstorch.checkpoint_closure(_Bound(fn, _Where(step, fetch=True)))(*args, **kwargs)
@@ -123,10 +123,10 @@ def checkpoint_closure(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def closure(*args, **kwargs):
-        p = active_pass()
-        if not _IN_STEP.get() and (p is None or p.step is None):
+        in_step, p = _IN_STEP.get(), active_pass()
+        if p is None or (p.step is None and not in_step):  # outside the loop: the host holds the weights
             return _Bound(fn, _Where(None, fetch=True))(*args, **kwargs)
-        step = None if _IN_STEP.get() else p.step
+        step = None if in_step else p.step
         return cstorch.checkpoint_closure(_Bound(fn, _Where(step, fetch=True)))(*args, **kwargs)
 
     closure.is_step_closure = True
