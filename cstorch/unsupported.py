@@ -4,7 +4,8 @@ This is the one list of exceptions to the API inventory (`tests/api/inventory_2_
 checked by `tests/api/test_inventory.py`). Each entry says what the real system does with
 the name and what to do here. Using one (importing it, or reading it from its module)
 raises `UnsupportedAPIError` with that text; it is never an AttributeError. A key ending
-in `.*` covers every name of a module: the module imports, its names raise.
+in `.*` covers a whole module: the module imports, and each of its real names (listed in
+`MODULE_NAMES`) raises; any other name is an ordinary AttributeError.
 """
 from __future__ import annotations
 
@@ -49,18 +50,35 @@ UNSUPPORTED: dict[str, str] = {
         "The real system's compiled core library (lazy tensors, appliance client). There is none here: the "
         "engine is cstorch_jax."),
     f"{REAL}.utils.benchmark.*": (
-        "benchmark_dataloader measures a dataloader alone (time per batch, memory and I/O profilers, a pandas "
+        "The real system's benchmark_dataloader measures a dataloader alone (time per batch, memory and I/O profilers, a pandas "
         "report). Here iterate a DataExecutor over the loader and read `executor.pipeline_stats` (loader time, "
         "queue wait, batches per second)."),
     **{f"{REAL}.distributed.{name}": (
-        f"{name} belongs to the appliance's worker nodes (their SSD cache under /n0/cache and the resolver of "
+        f"In the real system {name} belongs to the appliance's worker nodes (their SSD cache under /n0/cache and the resolver of "
         f"the cluster's task roles). Data workers here are threads of the training process: use num_streamers(), "
         f"get_streaming_rank(), get_ordinal() and is_streamer().")
        for name in ("BaseServiceResolver", "TaskRole", "WorkerState", "service_resolver", "hit_worker_cache_limit",
                     "SSD_LIMIT", "WORKER_CACHE_ROOT")},
     f"{REAL}.storage.to_deferred": (
-        "to_deferred wraps tensors as lazily copied appliance tensors. Tensors here are plain torch tensors "
+        "The real to_deferred wraps tensors as lazily copied appliance tensors. Tensors here are plain torch tensors "
         "(cstorch.load already reads H5 checkpoints lazily): use the tensors as they are."),
+}
+
+
+#: the real names of the modules excepted as a whole (`<module>.*` above)
+MODULE_NAMES: dict[str, tuple] = {
+    f"{REAL}.sparse": ("DynamicSparsityAlgorithm", "GMP", "Group", "RigL", "SET", "SparsityAlgorithm", "Static",
+                       "configure", "map_sparsity_algorithm", "utils", "base", "dynamic", "gmp", "group", "init",
+                       "rigl", "set", "static"),
+    f"{REAL}.mesh": ("Box", "BoxDeviceType", "Mesh", "Placement", "Replicate", "Shard", "ShardingSpec", "all_gather",
+                     "all_slice", "d2d_transfer", "distribute_tensor", "m2m_transfer", "replicate", "shard",
+                     "sharding_spec", "api", "collectives", "constants", "mesh", "placement", "spec"),
+    f"{REAL}.experimental": ("Compression", "get_loop_iteration_slice", "listener", "start_implicit_loop",
+                             "update_implicit_loop", "compression"),
+    f"{REAL}.profiler": ("ProfilerRegistry", "profile", "schedule", "tensorboard_trace_handler"),
+    f"{REAL}.core": ("annotation", "appliance", "appliance_utils", "compile", "constants", "device",
+                     "function_mode", "modes", "name_scope", "tensor"),
+    f"{REAL}.utils.benchmark": ("benchmark_dataloader", "utils"),
 }
 
 
@@ -78,11 +96,9 @@ def reason(qualified: str) -> str | None:
     """Why the real name `qualified` is not provided (None when it is not listed)."""
     if qualified in UNSUPPORTED:
         return UNSUPPORTED[qualified]
-    module = qualified.rsplit(".", 1)[0]
-    while module.startswith(REAL):
-        if f"{module}.*" in UNSUPPORTED:
-            return UNSUPPORTED[f"{module}.*"]
-        module = module.rsplit(".", 1)[0]
+    module, name = qualified.rsplit(".", 1)
+    if name in MODULE_NAMES.get(module, ()):
+        return UNSUPPORTED[f"{module}.*"]
     return None
 
 

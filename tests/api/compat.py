@@ -40,7 +40,9 @@ def _same_default(ours: Any, real: Any) -> bool:
     return ours == real and type(ours) in (type(real), int, float) if real is not None else ours is None
 
 
-def signature_problems(ours: inspect.Signature, real: list[dict], what: str) -> list[str]:
+def signature_problems(ours: inspect.Signature, real: list[dict], what: str, method: bool = False) -> list[str]:
+    """Differences that break real callers. For a method, a real `*args`/`**kwargs` that
+    ours lacks is not one (a method forwarding them, e.g. to torch, is called without)."""
     problems = []
     params = list(ours.parameters.values())
     by_name = {p.name: p for p in params}
@@ -54,11 +56,11 @@ def signature_problems(ours: inspect.Signature, real: list[dict], what: str) -> 
             problems.append(f"{what}: positional parameter {i} is {r['name']!r} in the real API, {got!r} here")
     for r in real:
         if r["kind"] == "var_positional":
-            if not has_var_pos:
+            if not has_var_pos and not method:
                 problems.append(f"{what}: the real API takes *{r['name']}")
             continue
         if r["kind"] == "var_keyword":
-            if not has_var_kw:
+            if not has_var_kw and not method:
                 problems.append(f"{what}: the real API takes **{r['name']}")
             continue
         p = by_name.get(r["name"])
@@ -113,7 +115,13 @@ def name_problems(obj: Any, entry: dict, what: str) -> list[str]:
                     params = list(sig.parameters.values())[1:]
                     sig = sig.replace(parameters=params)
                 problems += signature_problems(sig, entry["init"], f"{what}()")
-        for name, method_sig in entry.get("methods", {}).items():
+        methods = entry.get("methods", {})
+        if "torch.autograd.Function" in entry.get("bases", []):
+            # an autograd Function is used through `apply(*inputs)`; autograd calls its forward/backward
+            if not callable(getattr(obj, "apply", None)):
+                problems.append(f"{what}.apply: missing")
+            methods = {k: v for k, v in methods.items() if k not in ("forward", "backward")}
+        for name, method_sig in methods.items():
             m = inspect.getattr_static(obj, name, None) if inspect.isclass(obj) else getattr(obj, name, None)
             if m is None:
                 problems.append(f"{what}.{name}: missing method")
@@ -130,7 +138,7 @@ def name_problems(obj: Any, entry: dict, what: str) -> list[str]:
                 if sig is not None and inspect.isclass(obj):
                     sig = sig.replace(parameters=list(sig.parameters.values())[1:])
             if sig is not None:
-                problems += signature_problems(sig, method_sig, f"{what}.{name}()")
+                problems += signature_problems(sig, method_sig, f"{what}.{name}()", method=True)
         for prop in entry.get("properties", []):
             if inspect.isclass(obj) and inspect.getattr_static(obj, prop, None) is None and \
                     prop not in getattr(obj, "__dataclass_fields__", {}) and \
