@@ -523,6 +523,7 @@ def main(root: str) -> None:
         "modules": modules,
         "flags": flags(inv),
         "cluster_config": cluster_config(inv),
+        "cluster_config_order": list(cluster_config(inv)),  # the fields' (constructor) order
         "cluster_types": {n: inv.describe("cerebras.appliance.cluster.types", n)
                           for n in ("MountDir", "NotificationTarget")},
         "constants": constants(inv),
