@@ -17,9 +17,11 @@
   bfloat16 (numpy's `ml_dtypes.bfloat16`, which has no torch counterpart in
   `torch.from_numpy`); an array already of the other kind is returned as it is, and a
   read-only array is copied first.
-* `make_constant(t)`: `t` itself. The real system marks it a compile-time constant of the
-  wafer program; XLA folds every value that depends on no step input into a constant
-  already.
+* `make_constant(t)`: a compile-time constant of the step with `t`'s values. While a CSX
+  step is being captured, a tensor from outside the step (not an input, not registered
+  state) becomes a constant of the compiled program, where reading it directly is a
+  CaptureError; a tensor computed in the step, and every tensor outside a capture, is
+  returned as it is (XLA folds values that depend on no input into constants itself).
 """
 from __future__ import annotations
 
@@ -97,5 +99,11 @@ def from_numpy(array: np.ndarray) -> torch.Tensor:
 
 
 def make_constant(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor` (see the module docstring)."""
-    return tensor
+    """`tensor` as a constant of the step being captured (see the module docstring)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    b = _current_backend()
+    if b is None or not b.is_tracing or is_fake(tensor):
+        return tensor
+    # values read on the host now, at capture (tolist, which no tracing mode intercepts): baked into the program
+    return torch.tensor(tensor.tolist(), dtype=tensor.dtype)

@@ -11,7 +11,8 @@ here) and computes torch's loss:
 * `HuberLoss(reduction="mean", delta=1.0)` (delta > 0), `SmoothL1Loss(reduction="mean",
   beta=1.0)` (beta >= 0), `MultiMarginLoss(p=1, margin=1.0, weight=None, reduction="mean")`
   (p 1 or 2, no "none" reduction), `GaussianNLLLoss(full=False, eps=1e-6,
-  reduction="mean")`: the real argument order, torch's math (the real formulas equal it).
+  reduction="mean")`: the real argument order, torch's math (the real formulas equal it;
+  GaussianNLLLoss skips torch's host check of negative variances, as the real one does).
 * `DiceLoss(num_classes, to_onehot_y=True, to_onehot_x=False, use_softmax=True,
   use_argmax=False, include_background=False)`, called as `loss(prediction, target,
   input_shape)` on 5-D `[N, C, D, H, W]` predictions and `[N, D, H, W]` class targets:
@@ -25,6 +26,8 @@ here) and computes torch's loss:
   (`scope(x)` enters it, `scope.exit(x)` leaves it).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn as nn
@@ -109,8 +112,10 @@ class MultiMarginLoss(_Autogen, nn.Module):
         self._set_autogen(use_autogen)
 
     def forward(self, x, y):
-        return F.multi_margin_loss(x, y.long(), p=self.p, margin=self.margin, weight=self.weight,
-                                   reduction=self.reduction)
+        from ..factories import make_constant
+
+        weight = make_constant(self.weight) if self.weight is not None else None  # not state: a constant
+        return F.multi_margin_loss(x, y.long(), p=self.p, margin=self.margin, weight=weight, reduction=self.reduction)
 
 
 class GaussianNLLLoss(_Autogen, nn.Module):
@@ -120,7 +125,30 @@ class GaussianNLLLoss(_Autogen, nn.Module):
         self._set_autogen(use_autogen)
 
     def forward(self, input, target, var):
-        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+        """torch's Gaussian NLL without its check that `var` is non-negative (a read of
+        tensor values, which a compiled step cannot make): `0.5 * (log v + (x - t)^2 / v)`
+        (+ `0.5 * log(2 pi)` when `full`) with `v = max(var, eps)`, the clamp not
+        differentiated."""
+        if var.shape != input.shape:
+            if input.shape[:-1] == var.shape:  # one variance per sample (homoscedastic)
+                var = var.unsqueeze(-1)
+            elif not (input.shape[:-1] == var.shape[:-1] and var.shape[-1] == 1):
+                raise ValueError(f"`var` is of incorrect size: {var.size()}")
+        var = var.clone()
+        with torch.no_grad():
+            var.clamp_(min=self.eps)
+        loss = 0.5 * (torch.log(var) + (input - target) ** 2 / var)
+        if self.full:
+            loss = loss + 0.5 * math.log(2 * math.pi)
+        return _reduce(loss, self.reduction)
+
+
+def _reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
 
 
 def _one_hot_channels(x: torch.Tensor, num_classes: int) -> torch.Tensor:

@@ -36,14 +36,24 @@ def test_factories_equal_torchs():
 
 @pytest.mark.parametrize("kind", ["CPU", "CSX"])
 def test_factories_and_make_constant_inside_a_compiled_step(kind):
+    outside = torch.tensor([1.0, 0.0, 1.0])  # neither an input nor state: a constant of the program
+
     def step(x):
-        mask = cstorch.make_constant(torch.tensor([1.0, 0.0, 1.0]))
-        return (x + cstorch.ones_like(x)) * mask + cstorch.full((3,), 0.5) + cstorch.zeros((3,))
+        mask = cstorch.make_constant(outside)
+        made_here = cstorch.make_constant(torch.ones(3))
+        return (x + cstorch.ones_like(x)) * mask * made_here + cstorch.full((3,), 0.5) + cstorch.zeros((3,))
 
     batches = [torch.full((3,), float(i)) for i in range(3)]
     got = _run(kind, step, batches)
     want = [(b + 1) * torch.tensor([1.0, 0.0, 1.0]) + 0.5 for b in batches]
     assert all(torch.equal(g, w) for g, w in zip(got, want))
+    if kind == "CSX":  # without make_constant the outside tensor cannot be captured
+        from cstorch._backend import _reset_backend
+        from cstorch_jax.errors import CaptureError
+
+        _reset_backend()
+        with pytest.raises(CaptureError, match="neither one of its inputs nor registered state"):
+            _run(kind, lambda x: x * outside, batches)
 
 
 class MomentumSGD(cstorch.optim.Optimizer):
