@@ -14,6 +14,9 @@ returns them all as a dict.
 of `rate`), `global_rate` and `samples_per_sec` (samples/second since the clock started),
 `flops_utilization` (None: there is no wafer peak to compare with). The clock starts when
 the first step ends, so compiling the step is not counted (the first step's samples are).
+Read inside a step closure, the values are those of the closure's step (its samples
+and those before, timed when the closure runs), also on CSX where a step's closures run
+after the next step was dispatched; elsewhere, those of the last step run.
 Each value is a float that may also be called (`rate` and `rate()` give the same number),
 for scripts written against either form.
 """
@@ -63,27 +66,41 @@ class RateTrackerActivity(Activity):
 
     def __init__(self):
         self._tracker = RateTracker()
-        self._started = False
+        self._steps: List[int] = []  # each step's batch size, in order
+        self._fed = 0  # how many of them the tracker has counted
         self._result: Optional[dict] = None
+        self._result_step: Optional[int] = None
 
     @classmethod
     def name(cls) -> str:
         return "rate_tracker"
 
     def update(self, batch_size) -> None:
-        if not self._started:  # the clock starts after the first (compiling) step
+        if not self._steps:  # the clock starts after the first (compiling) step
             self._tracker.reset_time()
-            self._started = True
-        if batch_size:
-            self._tracker.add(batch_size)
+        self._steps.append(batch_size or 0)
         self._result = None
 
+    def _as_of(self) -> int:
+        """The step whose values are read: the running closure's, else the last one."""
+        from .._backend import backend
+
+        b = backend()
+        step = b.run.closure_iteration if b is not None else None
+        last = len(self._steps) - 1
+        return last if step is None or step < 0 else min(step, last)
+
     def compute(self) -> dict:
-        if self._result is None:
-            overall = self._tracker.global_rate()
-            self._result = {"total_samples": self._tracker.total_count, "total_time": self._tracker.elapsed_seconds(),
-                            "rate": self._tracker.rate(), "global_rate": overall, "samples_per_sec": overall,
-                            "flops_utilization": None}
+        step = self._as_of()
+        if self._result is None or self._result_step != step:
+            while self._fed <= step:
+                self._tracker.add(self._steps[self._fed])
+                self._fed += 1
+            samples, seconds = float(sum(self._steps[:step + 1])), self._tracker.elapsed_seconds()
+            overall = samples / seconds if seconds > 0 else 0.0
+            self._result = {"total_samples": samples, "total_time": seconds, "rate": self._tracker.rate(),
+                            "global_rate": overall, "samples_per_sec": overall, "flops_utilization": None}
+            self._result_step = step
         return copy.deepcopy(self._result)
 
     def _value(self, key: str):
