@@ -125,7 +125,8 @@ def signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: bool) -> l
 
 
 def _decorators(node) -> list[str]:
-    return [ast.unparse(d) for d in node.decorator_list]
+    """The decorators' names (their arguments left out)."""
+    return [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list]
 
 
 class Inventory:
@@ -505,6 +506,27 @@ def constants(inv: Inventory) -> dict:
     return {"MAX_MESSAGE_LENGTH": flags_consts["MAX_MESSAGE_LENGTH"], "VALID_JOB_PRIORITIES": cluster["VALID_JOB_PRIORITIES"]}
 
 
+def _flat(value) -> bool:
+    """A value written on one line: a scalar, or a dict/list of scalars (a parameter)."""
+    if isinstance(value, dict):
+        return all(not isinstance(v, (dict, list)) or (isinstance(v, dict) and _flat(v)) for v in value.values())
+    if isinstance(value, list):
+        return all(not isinstance(v, (dict, list)) for v in value)
+    return True
+
+
+def _dump(value, indent: int = 0) -> str:
+    """Indented JSON (keys sorted) with every parameter, field or list of names on one line."""
+    pad, inner = " " * indent, " " * (indent + 1)
+    if _flat(value):
+        return json.dumps(value, sort_keys=True)
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {_dump(v, indent + 1)}" for k, v in sorted(value.items())]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    items = [f"{inner}{_dump(v, indent + 1)}" for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{pad}]"
+
+
 def main(root: str) -> None:
     src = Source(Path(root))
     inv = Inventory(src)
@@ -528,7 +550,7 @@ def main(root: str) -> None:
                           for n in ("MountDir", "NotificationTarget")},
         "constants": constants(inv),
     }
-    OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    OUT.write_text(_dump(data) + "\n")
     n = sum(len(v) for v in modules.values())
     print(f"wrote {OUT}: {len(modules)} modules, {n} names, {len(data['flags'])} flags")
 
