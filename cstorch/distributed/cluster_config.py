@@ -57,21 +57,19 @@ class _Checked:
         return value
 
 
-class _NonNegativeInt(_Checked):
+class _IntAtLeast(_Checked):
+    """An int >= `low` (None: the default)."""
+
+    def __init__(self, default, low: int):
+        super().__init__(default)
+        self.low = low
+
     def check(self, value):
         if value is None:
             return self.factory()
-        if not isinstance(value, int) or value < 0:
-            raise ValueError(f"{self.name} must be a non-negative integer or None. Got {value}")
-        return value
-
-
-class _PositiveInt(_Checked):
-    def check(self, value):
-        if value is None:
-            return self.factory()
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{self.name} must be a positive integer or None. Got {value}")
+        if not isinstance(value, int) or value < self.low:
+            kind = "non-negative" if self.low == 0 else "positive"
+            raise ValueError(f"{self.name} must be a {kind} integer or None. Got {value}")
         return value
 
 
@@ -168,15 +166,15 @@ class ClusterConfig:
     mgmt_namespace: Optional[str] = None
     credentials_path: Optional[str] = None
 
-    num_csx: int = _NonNegativeInt(1)
-    max_wgt_servers: int = _NonNegativeInt(0)
-    max_act_per_csx: int = _NonNegativeInt(0)
-    num_workers_per_csx: int = _NonNegativeInt(1)
+    num_csx: int = _IntAtLeast(1, 0)
+    max_wgt_servers: int = _IntAtLeast(0, 0)
+    max_act_per_csx: int = _IntAtLeast(0, 0)
+    num_workers_per_csx: int = _IntAtLeast(1, 0)
 
     cbcore_image: Optional[str] = None
     job_labels: List[str] = _JobLabels(factory=list)
     job_priority: str = _JobPriority("p2")
-    job_time_sec: Optional[int] = _PositiveInt(None)
+    job_time_sec: Optional[int] = _IntAtLeast(None, 1)
 
     mount_dirs: List[MountDir] = _MountDirs(factory=list)
     python_paths: List[str] = _PythonPaths(factory=list)
