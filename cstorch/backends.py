@@ -149,8 +149,12 @@ class DebugArgs(dict):
 
 
 class _Flag:
-    def __init__(self, hint, default, validate=None, factory: Optional[Callable] = None):
-        self.hint, self.validate = hint, validate
+    """A flag: its type hint, default (or default factory), validator (raising the real
+    error) and the conversion of an accepted value to the one kept."""
+
+    def __init__(self, hint, default, validate=None, factory: Optional[Callable] = None,
+                 convert: Optional[Callable] = None):
+        self.hint, self.validate, self.convert = hint, validate, convert
         self.factory = factory if factory is not None else (lambda: copy.deepcopy(default))
 
     @property
@@ -230,12 +234,8 @@ class FlagGroup:
                 raise TypeError(f"Expected {describe(flag.hint)} for `{name}`. Got {type(value)}: {value}")
             if flag.validate is not None:
                 flag.validate(value)
-            if flag.validate is _micro_batch_size and isinstance(value, dict):
-                value = "explore"  # the bounds tune the wafer compiler's search
-            if flag.hint == Union[INI, dict] and not isinstance(value, INI):
-                value = INI(value)
-            elif flag.hint == Union[DebugArgs, dict] and not isinstance(value, DebugArgs):
-                value = DebugArgs(value)
+            if flag.convert is not None:
+                value = flag.convert(value)
         if check_run and _differs(getattr(self, name, DEFAULT), value):
             _refuse_during_run(path, value)
         if isinstance(flag, _EnvFlag):
@@ -317,7 +317,8 @@ csx = FlagGroup("cstorch.backends.csx", groups={
         "optimization_level": _Flag(int, 1, _optimization_level),
     }),
     "performance": FlagGroup("cstorch.backends.csx.performance", {
-        "micro_batch_size": _Flag(MicroBatchSize, "auto", _micro_batch_size),
+        "micro_batch_size": _Flag(MicroBatchSize, "auto", _micro_batch_size,  # {"explore": bounds} is kept as
+                                  convert=lambda v: "explore" if isinstance(v, dict) else v),  # "explore"
         "transfer_processes": _Flag(int, 5, _transfer_processes),
         "max_transfer_bytes": _Flag(int, MAX_TRANSFER_BYTES, _max_transfer_bytes),
         "compress_weights": _Flag(bool, False),
@@ -333,8 +334,9 @@ csx = FlagGroup("cstorch.backends.csx", groups={
         "s3": FlagGroup("cstorch.backends.csx.storage.s3", {"profile": _EnvFlag(Optional[str], "AWS_PROFILE")}),
     }),
     "debug": FlagGroup("cstorch.backends.csx.debug", {
-        "ini": _Flag(Union[INI, dict], None, factory=INI),
-        "debug_args": _Flag(Union[DebugArgs, dict], None, factory=DebugArgs),
+        "ini": _Flag(Union[INI, dict], None, factory=INI, convert=lambda v: v if isinstance(v, INI) else INI(v)),
+        "debug_args": _Flag(Union[DebugArgs, dict], None, factory=DebugArgs,
+                            convert=lambda v: v if isinstance(v, DebugArgs) else DebugArgs(v)),
         "drop_data": _Flag(bool, False),
         "lazy_initialization": _Flag(bool, True),
         "skip_weight_init": _Flag(bool, False),
