@@ -20,7 +20,7 @@ registers the model with it (`cstorch.compile`):
       job_time_sec,
       disable_version_check
     transfer_processes            cstorch.backends.csx.performance.transfer_processes
-                                  where that flag exists (else accepted, no effect)
+                                  (the threads that prepare tensors for cstorch.save)
     checkpoint_steps              read by `cstorch.utils.data.DataLoader` (1.8): the steps
                                   on which weights can be fetched (see `utils/data.py`)
     seed                          torch.manual_seed at configure, cstorch.manual_seed
@@ -180,9 +180,8 @@ def _make_backend(kind: str, config: RunConfig):
         b = cstorch.backend("CSX", artifact_dir=config.model_dir, compile_dir=config.compile_dir,
                             compile_only=config.compile_only, validate_only=config.validate_only,
                             cluster_config=config.cluster_config())
-        perf = cstorch.backends.csx.performance
-        if hasattr(perf, "transfer_processes"):
-            perf.transfer_processes = config.transfer_processes
+        if _CONFIG is not None:  # configure() was called: its value (default 5) holds
+            cstorch.backends.csx.performance.transfer_processes = config.transfer_processes
     if config.seed is not None:
         cstorch.manual_seed(config.seed)
     return b

@@ -45,11 +45,14 @@ def test_configure_becomes_the_csx_backend(tmp_path):
     compiled = cstorch18.compile(torch.nn.Linear(2, 2), backend="WSE_WS")
     b = cstorch.backend()
     assert b.is_csx and b.compile_only and not b.validate_only and b.compile_dir == "cc"
-    assert b.artifact_dir == os.path.abspath(tmp_path / "out")
+    assert os.fspath(b.artifact_dir) == os.path.abspath(tmp_path / "out")
     cfg = b.cluster_config
     assert (cfg.num_csx, cfg.max_wgt_servers, cfg.num_workers_per_csx, cfg.max_act_per_csx) == (1, 3, 2, 2)
-    assert (cfg.job_labels, cfg.mount_dirs, cfg.python_paths) == (["team=ml"], [mount], [mount])
+    assert (cfg.job_labels, cfg.python_paths) == (["team=ml"], [mount])
+    assert [getattr(m, "path", m) for m in cfg.mount_dirs] == [mount]
     assert (cfg.mgmt_address, cfg.job_time_sec) == ("mgmt:9000", 60)
+    assert cstorch.backends.csx.performance.transfer_processes == 2
+    cstorch.backends.csx.performance.transfer_processes = cstorch.backends.DEFAULT
     assert compiled.backend.is_wse() and not compiled.backend.is_cpu() and compiled.backend.name == "WSE_WS"
     assert compiled.backend.is_csx  # the 2.x backend's attributes too
     assert compiled.in_features == 2  # and the model's
@@ -68,8 +71,8 @@ def test_compile_without_configure_uses_the_1_8_defaults():
     ({"compile_only": True, "validate_only": True}, ValueError, "at most one of compile_only and validate_only"),
     ({"compile_only": "yes"}, TypeError, "compile_only must be True or False"),
     ({"mount_dirs": "/data"}, TypeError, "mount_dirs must be a list of strings"),
-    ({"job_labels": ["no-equals-sign"]}, ValueError, "job_labels entries must look like 'key=value'"),
-    ({"mgmt_address": "no-port"}, ValueError, "mgmt_address must look like"),
+    ({"job_labels": ["no-equals-sign"]}, ValueError, "invalid label"),  # ClusterConfig's own checks
+    ({"mgmt_address": "no-port"}, ValueError, "<name>:<port>"),
     ({"num_systems": 2}, TypeError, "unexpected keyword argument 'num_systems'"),
 ])
 def test_configure_checks_its_arguments(kwargs, error, match):
