@@ -104,7 +104,7 @@ import copy
 import functools
 import inspect
 import os
-from typing import Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 import torch
 
@@ -120,6 +120,9 @@ from .config import MODES, RUN_MODES, ConfigError
 from .legacy import convert_legacy, is_legacy
 from .specs import InitSpec
 from .trainer import Trainer
+
+if TYPE_CHECKING:
+    from cstorch.legacy18.runners import PyTorchBaseModel
 
 
 class _StandInModel(torch.nn.Module):
@@ -510,9 +513,9 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
     `runner_cls.create(model_fn, params, base_dir=<the params file's folder>)` (so relative
     `file.py:Class` names resolve from there; a `runner_cls` that overrides `__init__`
     passes `base_dir` on; a `create` without a `base_dir` argument, such as a 1.8-style
-    `create(model_fn, params)` assigned to PyTorchBaseRunner.create, gets none) and runs the mode (`config.RUN_MODES[mode].runner`) with
-    `train_data_fn(params)` / `eval_data_fn(params)` (cstorch or torch DataLoaders, or
-    iterables of batches).
+    `create(model_fn, params)` assigned to PyTorchBaseRunner.create, gets none) and runs
+    the mode (`config.RUN_MODES[mode].runner`) with `train_data_fn(params)` /
+    `eval_data_fn(params)` (cstorch or torch DataLoaders, or iterables of batches).
     Returns the runner. A configuration mistake (a ConfigError, also one the mode raises
     when it starts) exits with status 2 and its message."""
     parser = build_parser()

@@ -79,7 +79,8 @@ def test_evaluation_example(tmp_path, capsys):
     cstorch.save({"model": weights}, str(tmp_path / "trained.mdl"))
     accuracy, mean_loss = _eager_evaluation(weights)
     for device in ("CSX", "CPU"):
-        ns = run_example("guide_evaluation.py", device, tmp_path / device, EVAL_CHECKPOINT=str(tmp_path / "trained.mdl"))
+        ns = run_example("guide_evaluation.py", device, tmp_path / device,
+                         EVAL_CHECKPOINT=str(tmp_path / "trained.mdl"))
         printed = re.findall(r"^Eval Accuracy: (\S+)$", capsys.readouterr().out, re.M)
         assert len(printed) == 1 and float(printed[0]) == pytest.approx(accuracy, abs=1e-6)
         assert ns["total_steps"] == 100

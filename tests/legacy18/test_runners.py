@@ -44,11 +44,13 @@ def model_fn(params):
 
 
 def train_data_fn(params):
-    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=params["train_input"]["batch_size"])
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y),
+                                       batch_size=params["train_input"]["batch_size"])
 
 
 def eval_data_fn(params):
-    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=params["eval_input"]["batch_size"])
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y),
+                                       batch_size=params["eval_input"]["batch_size"])
 
 
 PARAMS = textwrap.dedent("""
