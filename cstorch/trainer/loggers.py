@@ -20,11 +20,8 @@ from .callbacks.base import Callback
 
 
 def as_scalar(value):
-    """`float(value)` for a number (`bool` excluded) or a one-element 0-d tensor/array;
-    any other value unchanged."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if hasattr(value, "ndim") and hasattr(value, "dtype") and value.ndim == 0 and not isinstance(value, str):
+    """`float(value)` for a Python number or a 0-d tensor/array; any other value unchanged."""
+    if isinstance(value, (int, float)) or (hasattr(value, "dtype") and getattr(value, "ndim", None) == 0):
         return float(value)
     return value
 

@@ -333,7 +333,7 @@ class Trainer:
 
     def log_metrics_dict(self, metrics: dict, step: Optional[int] = None, dest: Optional[list] = None) -> None:
         """Send `metrics` at `step` to the Logging callback and the loggers (only the loggers
-        in `dest`, when given). Scalars (numbers, one-element 0-d tensors) become floats;
+        in `dest`, when given). Scalars (numbers, 0-d tensors and arrays) become floats;
         other values (a `str`, a `pandas.DataFrame`, a tensor with dimensions) go to the
         loggers as they are, each logger writing the kinds it can."""
         step = self.global_step if step is None else step

@@ -6,6 +6,7 @@ input ids and attention mask of every step to a method decorated with
 `@cstorch.step_closure`, which writes the per-token log-probabilities of the input ids
 to `ref_rollouts.npz` in the working directory."""
 import numpy as np
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -65,6 +66,7 @@ def _run(tmp_path, monkeypatch, device):
     return np.load(workdir / "ref_rollouts.npz")["first"], trainer.model
 
 
+@pytest.mark.slow
 def test_dumpprobs_writes_the_log_probs_of_the_trained_model_csx_equals_cpu(tmp_path, monkeypatch):
     ids, mask = _data()
     trained = {}

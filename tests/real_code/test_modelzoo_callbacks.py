@@ -63,6 +63,7 @@ def test_count_params_logs_its_table(tmp_path, device):
     assert markdown.startswith("|") and "grouped_layers.weight" in markdown
 
 
+@pytest.mark.slow
 def test_metadata_in_checkpoints_and_csx_equals_cpu(tmp_path):
     params = {"trainer": {"init": {"seed": 3}}}
     trained = {}
