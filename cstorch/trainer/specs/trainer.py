@@ -236,6 +236,8 @@ class TrainerSpec(Spec):
                               f"model_dir...).")
         at = At(path, spec, at.base_dir, at.parent)
         init = InitSpec.sub(at.child("init"))
+        # the dataloaders' config classes see the model's arguments in post_init's context
+        at = At(path, spec, at.base_dir, at.parent, {"model": init.model.arguments_for_context()})
         sections = {"fit": FitSpec.sub(at.child("fit")), "validate": ValidateSpec.sub(at.child("validate")),
                     "validate_all": ValidateAllSpec.sub(at.child("validate_all"))}
         train = sections["fit"].train_dataloader
