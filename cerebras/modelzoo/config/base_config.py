@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, final
 from warnings import warn
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from typing_extensions import Self
 
 
@@ -49,24 +49,15 @@ class BaseConfig(BaseModel):
     #: True while post_init may assign fields
     _mutable: bool = PrivateAttr(default=False)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _warn_deprecated_fields(cls, data):
-        if isinstance(data, dict):
-            given = sorted(name for name, field in cls.model_fields.items()
-                           if field.deprecated and (name in data or (field.validation_alias in data
-                                                                     if isinstance(field.validation_alias, str)
-                                                                     else False)))
-            if given:
-                warn(f"{cls.__name__}: the field(s) {given} are deprecated: support for them will be removed.",
-                     FutureWarning, stacklevel=2)
-        return data
-
     def post_init(self, context: dict) -> None:
         """Derive fields after validation (override; `context`: the validation context)."""
 
     @final
     def model_post_init(self, context: Any) -> None:
+        deprecated = sorted(name for name in self.model_fields_set if type(self).model_fields[name].deprecated)
+        if deprecated:
+            warn(f"{type(self).__name__}: the field(s) {deprecated} are deprecated: support for them will be "
+                 f"removed.", FutureWarning, stacklevel=2)
         self._mutable = True
         try:
             self.post_init({} if context is None else context)

@@ -163,14 +163,23 @@ class DataLoaderSpec(ClassSpec):
         return {**cls.arguments(name, "data_processor", target, kwargs, at), "batch_size": kwargs.get("batch_size")}
 
     def build(self) -> cstorch.utils.data.DataLoader:
-        """The processor, built, as a `cstorch.utils.data.DataLoader`."""
-        processor = super().build()
-        if callable(getattr(processor, "create_dataloader", None)):
-            return cstorch.utils.data.DataLoader(processor.create_dataloader)
-        if hasattr(processor, "__iter__"):
-            return cstorch.utils.data.DataLoader(lambda: processor)
-        raise ConfigError(f"{self.path}: data processor {self.name!r} ({type(processor).__name__}) has no "
-                          f"create_dataloader() and is not iterable; give it one of the two.")
+        """A `cstorch.utils.data.DataLoader` whose input function builds the processor
+        and returns its `create_dataloader()` (or the processor itself, when iterable).
+        So, as in the Model Zoo, the processor is made when the run first iterates the
+        loader, once per data worker: after the Trainer set up the backend and the
+        precision (`cstorch.use_cs()`, `cstorch.amp.get_floating_point_dtype()` answer
+        for the run) and inside the worker (`cstorch.distributed.is_streamer()`)."""
+        return cstorch.utils.data.DataLoader(functools.partial(_processor_loader, self))
+
+
+def _processor_loader(spec: DataLoaderSpec):
+    processor = ClassSpec.build(spec)
+    if callable(getattr(processor, "create_dataloader", None)):
+        return processor.create_dataloader()
+    if hasattr(processor, "__iter__"):
+        return processor
+    raise ConfigError(f"{spec.path}: data processor {spec.name!r} ({type(processor).__name__}) has no "
+                      f"create_dataloader() and is not iterable; give it one of the two.")
 
 
 def _named_item(at: At) -> tuple[str, dict, str]:

@@ -160,7 +160,7 @@ class _SectionSpec(Spec):
     def from_yaml(cls, at: At) -> dict:
         section = check_dict(at.value, at.path)
         check_keys(section, cls.yaml_keys(), at.path)
-        return cls._read(At(at.path, section, at.base_dir, at.parent))
+        return cls._read(At(at.path, section, at.base_dir, at.parent, at.context))
 
     @classmethod
     def _read(cls, at: At) -> dict:
