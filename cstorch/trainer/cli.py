@@ -281,5 +281,6 @@ def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> in
     return 0
 
 
-__all__ = ["main", "program_name", "PROGRAMS", "CLUSTER_FLAGS", "build_parser", "effective_params", "run_mode", "num_csx", "ensure_host_device_count",
-           "CSX_FLAGS", "csx_flags", "check_csx_target", "set_max_steps", "set_compile_mode"]
+__all__ = ["main", "program_name", "PROGRAMS", "CLUSTER_FLAGS", "build_parser", "effective_params", "run_mode",
+           "num_csx", "ensure_host_device_count", "CSX_FLAGS", "csx_flags", "check_csx_target", "set_max_steps",
+           "set_compile_mode"]

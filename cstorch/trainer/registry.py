@@ -65,6 +65,7 @@ import torch
 from . import callbacks, loggers
 from .callbacks.base import Callback
 from .checks import suggest
+from .config_classes import config_class, literal_values
 from .loggers import Logger
 
 
@@ -349,12 +350,14 @@ def _declares(tree: ast.Module, kind: str, name: str) -> bool:
 
 
 def declared_in_folder(kind: str, name: str, folders) -> list[str]:
-    """The Python files of `folders` (not their subfolders) that declare `name` for
-    `kind`, found by reading them (nothing is imported or run)."""
-    files = []
+    """The Python files of `folders` (not their subfolders, nor a folder of the Python
+    installation) that declare `name` for `kind`, found by reading them (nothing is
+    imported or run)."""
+    files, installation = [], _installation_dirs()
     for folder in folders:
-        if not os.path.isdir(folder):
-            continue
+        real = os.path.realpath(folder)
+        if not os.path.isdir(folder) or any(os.path.commonpath([real, d]) == d for d in installation):
+            continue  # a folder of the Python installation is not the user's: never imported from here
         for entry in sorted(os.listdir(folder)):
             path = os.path.join(folder, entry)
             if not entry.endswith(".py") or not os.path.isfile(path):
@@ -370,8 +373,6 @@ def declared_in_folder(kind: str, name: str, folders) -> list[str]:
 
 
 def _config_accepts(cls, field: str, name: str) -> Optional[type]:
-    from .config_classes import config_class, literal_values
-
     config = config_class(cls)
     if config is not None and name in (literal_values(config, field) or ()):
         return config

@@ -192,7 +192,8 @@ def test_config_errors_name_the_key_path(model, train, message):
 
 
 def test_several_errors_are_listed_together():
-    with pytest.raises(ConfigError, match=r"2 errors in trainer\.init\.model \(MLPConfig\):\n  - .*depth.*\n  - .*dropout"):
+    expected = r"2 errors in trainer\.init\.model \(MLPConfig\):\n  - .*depth.*\n  - .*dropout"
+    with pytest.raises(ConfigError, match=expected):
         _spec({**MODEL, "depth": "x", "dropout": 5}, DATA)
 
 

@@ -57,3 +57,11 @@ def test_run_utils_reads_the_command_line_into_runconfig(tmp_path):
                                    "max_steps": 3}
     with pytest.raises(cli.ConfigError, match="runconfig.mode must be one of"):
         run_utils.main({"trainer": {}, "runconfig": {}})
+
+
+def test_run_utils_runs_a_model_zoo_yaml(tmp_path):
+    example = os.path.join(ROOT, "examples", "configs", "modelzoo_mlp", "configs", "params_mlp_digits.yaml")
+    (trainer,) = run_utils.run(argv=["CPU", "--params", example, "--mode", "train", "-o", str(tmp_path),
+                                     "--max_steps", "2"])
+    assert trainer.global_step == 2 and type(trainer.model).__name__ == "MLPClassifier"
+    assert sorted(p.name for p in tmp_path.glob("*.mdl")) == ["checkpoint_2.mdl"]

@@ -34,9 +34,9 @@ from typing import Any, Callable, ClassVar, Optional
 import cstorch
 
 from .. import registry
-from ..config_classes import config_class, config_section, validate_config
 from ..callbacks import Checkpoint, CoreCallback, Logger, Logging, MixedPrecision, TrainingLoop, ValidationLoop
 from ..checks import ConfigError, check_dict, check_kwargs, is_int, try_build
+from ..config_classes import config_class, config_section, validate_config
 from .base import At, Spec
 
 #: the init section that configures each core callback (the error for one given as a user callback)
