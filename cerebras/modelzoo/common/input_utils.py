@@ -17,8 +17,8 @@ def get_streaming_batch_size(effective_batch_size: int, global_rank: Optional[in
     On the wafer-scale cluster each of several CSX systems is fed its share by its own
     workers; here one process feeds the whole global batch and the data-parallel mesh
     splits it across devices (`ClusterConfig(num_csx=N)`), so the streaming batch size is
-    the effective one (`cstorch.distributed.get_streaming_batch_size`). A batch size
-    that is not a positive integer is a ValueError."""
+    the effective one (`cstorch.distributed.get_streaming_batch_size`, which refuses a
+    batch size that is not an integer (TypeError) or not positive (ValueError))."""
     size = dist.get_streaming_batch_size(effective_batch_size, global_rank=global_rank)
     message = f"Effective batch size is {effective_batch_size}."
     if cstorch.use_cs() and dist.is_streamer():
