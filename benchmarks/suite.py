@@ -301,7 +301,7 @@ class WorkloadResult:
     steps_per_round: int
     foreign_cores: float | None = None
     loss_check: dict = field(default_factory=dict)  # impl key -> max relative diff vs eager
-    param_check: dict = field(default_factory=dict)  # impl key -> max relative parameter diff vs eager
+    param_check: dict = field(default_factory=dict)  # impl key -> max per-tensor relative norm diff vs eager
     loss_ok: bool = True  # losses and parameters agree with eager's
     warm_start: dict | None = None  # benchmarks.warm_start.cold_and_warm
 
@@ -405,7 +405,7 @@ def _check_losses(res: WorkloadResult) -> None:
 
 def _check_parameters(res: WorkloadResult) -> None:
     """Every implementation's parameters after the last step against eager's: the largest
-    over the tensors of max|p - eager| / max|eager|."""
+    over the tensors of ||p - eager||_2 / ||eager||_2 (why a norm: `Workload.param_tol`)."""
     eager = res.impl("eager")
     if eager is None or eager.error is not None:
         return
@@ -418,7 +418,7 @@ def _check_parameters(res: WorkloadResult) -> None:
             res.param_check[impl.key] = math.inf
         else:
             res.param_check[impl.key] = max(
-                float(np.abs(got[n] - ref[n]).max() / max(np.abs(ref[n]).max(), 1e-12)) for n in ref)
+                float(np.linalg.norm(got[n] - ref[n]) / max(np.linalg.norm(ref[n]), 1e-12)) for n in ref)
         if not res.param_check[impl.key] <= res.wl.param_tol:
             res.loss_ok = False
 
