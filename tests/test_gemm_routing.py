@@ -108,10 +108,14 @@ def test_linear_layers_are_routed_and_match_eager(route_everything):
 def test_opinfo_matmul_family_on_the_blas_path(name, mode, route_everything):
     pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (dev extra)")
     from cstorch_jax.coverage.opinfo import FAIL, PASS, check_mode, load_op_db, op_id
+    from lowering.opinfo_expected_failures import EXPECTED_FAILURES
 
     ops = [op for op in load_op_db() if op_id(op) == name]
     assert ops, f"no OpInfo named {name}"
     outcome = check_mode(ops[0], mode, limit=None)
+    if outcome.status == FAIL and (name, mode) in EXPECTED_FAILURES:
+        pytest.xfail(f"as on the XLA dot path (tests/lowering/opinfo_expected_failures.py): "
+                     f"{EXPECTED_FAILURES[name, mode]}")
     assert outcome.status != FAIL, f"{name} {mode}: {outcome.reasons}"
     assert outcome.status == PASS or not outcome.failed
 
