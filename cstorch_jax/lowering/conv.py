@@ -13,23 +13,26 @@ from .registry import register
 aten = torch.ops.aten
 
 
-def _dimension_numbers(x, w):
+def _dimension_numbers(x, w, channels_last=False):
+    """torch's layouts: activations N, C, *spatial (N, *spatial, C when channels_last),
+    weights O, I, *spatial."""
     nd = w.ndim - 2
     spatial = "DHW"[-nd:] if 1 <= nd <= 3 else None
     if spatial is None:
         raise UnsupportedOpError(f"aten.convolution with {nd} spatial dimensions")
-    return jax.lax.conv_dimension_numbers(x.shape, w.shape, ("NC" + spatial, "OI" + spatial, "NC" + spatial))
+    act = "N" + spatial + "C" if channels_last else "NC" + spatial
+    return jax.lax.conv_dimension_numbers(x.shape, w.shape, (act, "OI" + spatial, act))
 
 
-def _conv(x, w, stride, padding, dilation, groups):
+def _conv(x, w, stride, padding, dilation, groups, channels_last=False):
     return jax.lax.conv_general_dilated(
         x, w, window_strides=tuple(stride), padding=[(p, p) for p in padding],
-        rhs_dilation=tuple(dilation), dimension_numbers=_dimension_numbers(x, w), feature_group_count=groups,
-        precision=HIGHEST,
+        rhs_dilation=tuple(dilation), dimension_numbers=_dimension_numbers(x, w, channels_last),
+        feature_group_count=groups, precision=HIGHEST,
     )
 
 
-def _conv_transpose(x, w, stride, padding, dilation, output_padding, groups):
+def _conv_transpose(x, w, stride, padding, dilation, output_padding, groups, channels_last=False):
     """torch's transposed convolution (the input-gradient of a convolution), weight laid
     out [C_in, C_out / groups, *kernel]. Computed as a convolution of the input dilated
     by `stride` (zeros between elements) with the spatially flipped kernel, whose
@@ -45,7 +48,7 @@ def _conv_transpose(x, w, stride, padding, dilation, output_padding, groups):
     pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op) for kk, p, d, op in zip(k, padding, dilation, output_padding)]
     return jax.lax.conv_general_dilated(
         x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=tuple(stride), rhs_dilation=tuple(dilation),
-        dimension_numbers=_dimension_numbers(x, wt), feature_group_count=groups, precision=HIGHEST,
+        dimension_numbers=_dimension_numbers(x, wt, channels_last), feature_group_count=groups, precision=HIGHEST,
     )
 
 
@@ -54,13 +57,14 @@ def _expand(v, nd):
     return v * nd if len(v) == 1 else v
 
 
-def _conv_fn(nd, stride, padding, dilation, transposed, output_padding, groups):
-    """The forward of aten.convolution on batched input, without bias, as f(x, w)."""
+def _conv_fn(nd, stride, padding, dilation, transposed, output_padding, groups, channels_last=False):
+    """The forward of aten.convolution on batched input, without bias, as f(x, w)
+    (x and the result channels-last if asked; the weight always O, I, *spatial)."""
     stride, padding, dilation = _expand(stride, nd), _expand(padding, nd), _expand(dilation, nd)
     if transposed:
         output_padding = _expand(output_padding, nd)
-        return lambda x, w: _conv_transpose(x, w, stride, padding, dilation, output_padding, groups)
-    return lambda x, w: _conv(x, w, stride, padding, dilation, groups)
+        return lambda x, w: _conv_transpose(x, w, stride, padding, dilation, output_padding, groups, channels_last)
+    return lambda x, w: _conv(x, w, stride, padding, dilation, groups, channels_last)
 
 
 @register(aten.convolution.default)

@@ -83,33 +83,36 @@ def _take_axis(x, axis, pos):
     return taken.reshape(x.shape[:axis] + (o, k) + x.shape[axis + 1:])
 
 
-def _windows(x, axes):
+def _windows(x, axes, channels_last=False):
     """(taps, valid, flat): per tap of the window grid (row-major over the spatial axes),
     its values [..., *O], its static validity mask [*O] and its static flat input index
     [*O] (row-major over the spatial dims). Regular windows are strided slices of the
-    (zero-)padded input; irregular ones are gathered."""
+    (zero-)padded input; irregular ones are gathered. With `channels_last` the spatial
+    axes are followed by one channel axis: taps [N, *O, C], masks and indices [*O, 1]."""
     n = len(axes)
-    lead = x.ndim - n
-    in_sizes = x.shape[lead:]
+    tail = int(channels_last)
+    lead = x.ndim - n - tail
+    in_sizes = x.shape[lead:lead + n]
     strides = [math.prod(in_sizes[i + 1:]) for i in range(n)]
     regular = [_is_strided(pos) for pos, _ in axes]
     if all(r is not None for r in regular):
         lo = [max(0, -int(pos.min())) for pos, _ in axes]
         hi = [max(0, int(pos.max()) - (size - 1)) for (pos, _), size in zip(axes, in_sizes)]
-        xp = jnp.pad(x, [(0, 0)] * lead + list(zip(lo, hi)))
+        xp = jnp.pad(x, [(0, 0)] * lead + list(zip(lo, hi)) + [(0, 0)] * tail)
 
         def tap(js):
             start = [first + lo[i] + js[i] * d for i, (first, _, d) in enumerate(regular)]
             limit = [start[i] + (pos.shape[0] - 1) * r[1] + 1 for i, ((pos, _), r) in enumerate(zip(axes, regular))]
-            return jax.lax.slice(xp, [0] * lead + start, list(x.shape[:lead]) + limit,
-                                 [1] * lead + [r[1] for r in regular])
+            return jax.lax.slice(xp, [0] * lead + start + [0] * tail,
+                                 list(x.shape[:lead]) + limit + list(x.shape[lead + n:]),
+                                 [1] * lead + [r[1] for r in regular] + [1] * tail)
     else:
         e = x
         for i, (pos, _) in enumerate(axes):
             e = _take_axis(e, lead + 2 * i, pos)  # [..., O_1, K_1, ..., O_i, K_i, in_{i+1}, ...]
 
         def tap(js):
-            return e[(Ellipsis,) + tuple(part for j in js for part in (slice(None), j))]
+            return e[(slice(None),) * lead + tuple(part for j in js for part in (slice(None), j))]
 
     taps, valid, flat = [], [], []
     for js in itertools.product(*(range(pos.shape[1]) for pos, _ in axes)):
@@ -122,8 +125,8 @@ def _windows(x, axes):
             ix = ix + axes[i][0][:, j].reshape(shape) * strides[i]
         out_sizes = tuple(pos.shape[0] for pos, _ in axes)
         taps.append(tap(js))
-        valid.append(np.broadcast_to(ok, out_sizes))
-        flat.append(np.broadcast_to(ix, out_sizes))
+        valid.append(np.broadcast_to(ok, out_sizes).reshape(out_sizes + (1,) * tail))
+        flat.append(np.broadcast_to(ix, out_sizes).reshape(out_sizes + (1,) * tail))
     return taps, valid, flat
 
 
@@ -218,20 +221,25 @@ def _select_max_stacked(vals, valid, flat):
     return jnp.take_along_axis(vals, k, axis=-1)[..., 0], jnp.take_along_axis(flat, k, axis=-1)[..., 0]
 
 
-def _window_max(x, axes):
-    """(max, flat index) of every window of x's trailing dims."""
+def _window_max(x, axes, channels_last=False):
+    """(max, flat index) of every window of x's trailing dims (of the dims before the
+    last with `channels_last`)."""
     if _unrolled(axes):
-        return _select_max(*_windows(x, axes))
+        return _select_max(*_windows(x, axes, channels_last))
+    if channels_last:
+        return tuple(jnp.moveaxis(r, 1, -1) for r in _window_max(jnp.moveaxis(x, -1, 1), axes))
     return _select_max_stacked(*_stacked_windows(x, axes))
 
 
-def _window_sum(x, axes):
+def _window_sum(x, axes, channels_last=False):
     """Sum of every window's valid taps (in scan order when unrolled)."""
     if not _unrolled(axes):
+        if channels_last:
+            return jnp.moveaxis(_window_sum(jnp.moveaxis(x, -1, 1), axes), 1, -1)
         vals, valid, _ = _stacked_windows(x, axes)
         return jnp.sum(jnp.where(jnp.asarray(valid), vals, jnp.zeros((), vals.dtype)), axis=-1)
     total = None
-    for v, ok in zip(*_windows(x, axes)[:2]):
+    for v, ok in zip(*_windows(x, axes, channels_last)[:2]):
         if not ok.all():
             v = jnp.where(jnp.asarray(ok), v, jnp.zeros((), v.dtype))
         total = v if total is None else total + v
@@ -245,11 +253,11 @@ def _pool_params(nd, kernel_size, stride, padding, dilation):
     return k, s, _expand(padding, nd), _expand(dilation, nd)
 
 
-def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
+def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, channels_last=False):
     k, s, p, d = _pool_params(nd, kernel_size, stride, padding, dilation)
-    in_sizes = x.shape[-nd:]
+    in_sizes = x.shape[-nd - 1:-1] if channels_last else x.shape[-nd:]
     axes = [_sliding_axis(in_sizes[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(nd)]
-    return _window_max(x, axes)
+    return _window_max(x, axes, channels_last)
 
 
 @register(aten.max_pool2d_with_indices.default)
@@ -272,19 +280,24 @@ def _repeat_axis(a, axis, k):
     return e.reshape(a.shape[:axis] + (a.shape[axis] * k,) + a.shape[axis + 1:])
 
 
-def _max_pool_backward(grad_out, x, indices, nd, kernel_size, stride, padding, dilation):
+def _max_pool_backward(grad_out, x, indices, nd, kernel_size, stride, padding, dilation, channels_last=False):
     """grad_input of a max pool: every grad_out element added at its window's argmax
     (ceil mode shows only in grad_out's size, which sets the window grid).
     Windows that tile their axis (stride == kernel, dilation 1: torch's default stride)
     need no scatter: each input element lies in at most one window, so its gradient is
     its window's grad_out where that window's index points at it, else 0 - one
-    elementwise pass over the input grid, exact. Other windows scatter-add."""
+    elementwise pass over the input grid, exact. Other windows scatter-add.
+    With `channels_last` the spatial dims are followed by one channel dim."""
     k, s, p, d = _pool_params(nd, kernel_size, stride, padding, dilation)
     if any(si != ki or (di != 1 and ki != 1) for si, ki, di in zip(s, k, d)):
+        if channels_last:
+            g, xs, ix = (jnp.moveaxis(a, -1, 1) for a in (grad_out, x, indices))
+            return jnp.moveaxis(_scatter_to_indices(g, xs, ix, nd), 1, -1)
         return _scatter_to_indices(grad_out, x, indices, nd)
-    lead = x.ndim - nd
-    in_sizes = x.shape[lead:]
-    outs = grad_out.shape[lead:]
+    tail = int(channels_last)
+    lead = x.ndim - nd - tail
+    in_sizes = x.shape[lead:lead + nd]
+    outs = grad_out.shape[lead:lead + nd]
     # window grid: coordinate u along an axis is input position u - p, window u // k
     g, idx = grad_out, indices.astype(jnp.int32)
     for i, (ki, oi) in enumerate(zip(k, outs)):
@@ -295,10 +308,11 @@ def _max_pool_backward(grad_out, x, indices, nd, kernel_size, stride, padding, d
         shape = [1] * nd
         shape[i] = ps.shape[0]
         flat = flat + ps.reshape(shape) * math.prod(in_sizes[i + 1:])
+    flat = flat.reshape(flat.shape + (1,) * tail)
     grid = jnp.where(idx == jnp.asarray(flat, jnp.int32), g, jnp.zeros((), g.dtype))
     # grid coordinate u holds input position u - p: pad/crop onto [0, in)
     config = [(0, 0, 0)] * lead + [(-pi, n - (ki * oi - pi), 0) for pi, n, ki, oi in zip(p, in_sizes, k, outs)]
-    return jax.lax.pad(grid, jnp.zeros((), g.dtype), config)
+    return jax.lax.pad(grid, jnp.zeros((), g.dtype), config + [(0, 0, 0)] * tail)
 
 
 def _scatter_to_indices(grad_out, x, indices, nd):
@@ -327,13 +341,14 @@ def max_pool3d_with_indices_backward(grad_out, x, kernel_size, stride, padding, 
 # ---- average ---------------------------------------------------------------------------
 
 
-def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+              channels_last=False):
     """Window sums divided by divisor_override, else by the window's size clipped to
     input + padding (count_include_pad) or to the input alone."""
     k, s, p, _ = _pool_params(nd, kernel_size, stride, padding, 1)
-    in_sizes = x.shape[-nd:]
+    in_sizes = x.shape[-nd - 1:-1] if channels_last else x.shape[-nd:]
     axes = [_sliding_axis(in_sizes[i], k[i], s[i], p[i], 1, ceil_mode) for i in range(nd)]
-    total = _window_sum(x, axes)
+    total = _window_sum(x, axes, channels_last)
     if divisor_override:
         return total / divisor_override
     divisor = np.ones((), np.int64)
@@ -345,7 +360,7 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
         else:
             size = np.minimum(end, in_sizes[i]) - np.maximum(start, 0)
         divisor = divisor[..., None] * size
-    return total / jnp.asarray(divisor, total.dtype)
+    return total / jnp.asarray(divisor[..., None] if channels_last else divisor, total.dtype)
 
 
 @register(aten.avg_pool2d.default)

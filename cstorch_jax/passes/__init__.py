@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from .channels_last import to_channels_last
 from .gemm_routing import route_gemms
 
 
@@ -16,6 +17,7 @@ def for_platform(gm: torch.fx.GraphModule, platform: str) -> torch.fx.GraphModul
     if platform != "cpu":
         return gm
     out = _copy(gm)
+    to_channels_last(out)
     route_gemms(out)
     return out
 
@@ -28,4 +30,4 @@ def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
-__all__ = ["for_platform", "route_gemms"]
+__all__ = ["for_platform", "route_gemms", "to_channels_last"]
