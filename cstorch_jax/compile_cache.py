@@ -40,6 +40,8 @@ from .capture import CapturedGraph, TensorSpec
 
 ENV_DIR = "CSTORCH_CACHE_DIR"
 ENV_ENABLED = "CSTORCH_CACHE"
+# the environment variables that change which program a step compiles to (graph passes)
+PROGRAM_ENV_PREFIXES = ("CSTORCH_GEMM", "CSTORCH_FFI_GEMM", "CSTORCH_CHANNELS_LAST")
 FORMAT = 1
 
 _settings: dict = {"directory": None, "enabled": None}
@@ -106,7 +108,7 @@ def engine_fingerprint(platform: str, compiler_options: dict) -> str:
         f"jaxlib={jaxlib.__version__}", f"sources={_source_digest()}", f"platform={platform}",
         f"devices={[d.device_kind for d in jax.devices()]}", f"options={sorted(compiler_options.items())}",
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}",
-        *(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("CSTORCH_GEMM")),
+        *(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(PROGRAM_ENV_PREFIXES)),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 

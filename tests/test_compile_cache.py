@@ -96,3 +96,13 @@ def test_the_cache_is_off_in_the_test_suite_and_by_environment(monkeypatch):
     monkeypatch.setenv(compile_cache.ENV_ENABLED, "1")
     monkeypatch.setenv(compile_cache.ENV_DIR, "")
     assert compile_cache.directory() is None
+
+
+@pytest.mark.parametrize("var", ["CSTORCH_CHANNELS_LAST", "CSTORCH_FFI_GEMM", "CSTORCH_GEMM_MIN_MACS"])
+def test_a_graph_pass_switch_changes_the_engine_fingerprint(var, monkeypatch):
+    """The passes run after the op signature is recorded, so the switches that change
+    what they do must be part of every entry's key."""
+    monkeypatch.delenv(var, raising=False)
+    before = compile_cache.engine_fingerprint("cpu", {})
+    monkeypatch.setenv(var, "0")
+    assert compile_cache.engine_fingerprint("cpu", {}) != before
