@@ -123,9 +123,10 @@ def test_opinfo_matmul_family_on_the_blas_path(name, mode, route_everything):
 @pytest.mark.parametrize("opt_name", ["sgd", "adamw"])
 def test_models_train_equal_with_every_product_routed(opt_name, route_everything):
     """The MLP and the GPT of tests/test_model_parity.py, every float32 product through
-    the BLAS: per-step losses and every parameter equal the CPU backend's."""
+    the BLAS: per-step losses and every parameter equal the CPU backend's (with AdamW's
+    float32 noise floor of test_model_parity, as on the XLA dot path)."""
     sys.path.insert(0, "tests")
-    from test_model_parity import MODELS, STEPS
+    from test_model_parity import MODELS, STEPS, _adam_noise_bound
     from train_script import assert_close_rel, train
 
     for model_name in ("mlp", "gpt"):
@@ -139,7 +140,7 @@ def test_models_train_equal_with_every_product_routed(opt_name, route_everything
         assert counts.get("cstorch.gemm.default", 0) > 0, counts
         assert_close_rel(torch.tensor(csx_losses), torch.tensor(cpu_losses), what=f"{model_name} losses")
         for k in cpu_model:
-            assert_close_rel(csx_model[k], cpu_model[k], what=f"{model_name} {k}")
+            assert_close_rel(csx_model[k], cpu_model[k], what=f"{model_name} {k}", atol=_adam_noise_bound(opt_name))
 
 
 def test_without_the_library_xla_dot_is_used_with_one_warning(monkeypatch, route_everything):
