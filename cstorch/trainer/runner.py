@@ -80,14 +80,18 @@ captured, and what they do to the data and the state is compiled into the step (
 Python side effect, a print or a counter, happens once). On CPU/GPU they run every step.
 The other hooks run on the host every step/epoch on every device.
 
+The Model Zoo 1.8 classes built on this one (`PyTorchRunner`, `PyTorchCSCompiler`,
+`PyTorchCSRunner`, and the `PyTorchBaseModel` a runner may be given) live in
+`cstorch.legacy18.runners`; `PyTorchBaseRunner.create` is their factory.
+
 Params. `params` is the legacy flat dict (`train_input`, `eval_input`, `model`,
 `optimizer`, `runconfig`, `sparsity`) or a `trainer:` dict; the legacy format is
 converted by `cstorch.trainer.legacy.convert_legacy` (runconfig.max_steps ->
 loop.max_steps, checkpoint_steps -> checkpoint.steps, optimizer.optimizer_type /
-learning_rate -> optimizer and schedulers, ...), validated by `cstorch.trainer.config`,
-and the Trainer's arguments are built by `build.trainer_arguments` (`init.loggers`
-aside: the runner's `loggers` argument decides). The model comes from the runner's
-`model` argument, the data from the drivers' arguments, so `model:` (except
+learning_rate -> optimizer and schedulers, ...), parsed by `cstorch.trainer.config`,
+and the Trainer's arguments are built by `build.trainer_arguments` from the spec of
+`init` (`init.loggers` aside: the runner's `loggers` argument decides). The model comes
+from the runner's `model` argument, the data from the drivers' arguments, so `model:` (except
 mixed_precision / fp16_type) and the dataloader sections are not used here. A
 `runconfig.checkpoint_path` is loaded by the first run; without one the latest checkpoint
 of model_dir is (as the Trainer does). Without a training length (max_steps, num_steps
@@ -98,8 +102,9 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import inspect
 import os
-from typing import Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 import torch
 
@@ -113,7 +118,11 @@ from .callbacks.loop import TrainingLoop, ValidationLoop
 from .cli import check_csx_target, csx_flags, ensure_host_device_count, positive_int, set_compile_mode, set_max_steps
 from .config import MODES, RUN_MODES, ConfigError
 from .legacy import convert_legacy, is_legacy
+from .specs import InitSpec
 from .trainer import Trainer
+
+if TYPE_CHECKING:
+    from cstorch.legacy18.runners import PyTorchBaseModel
 
 
 class _StandInModel(torch.nn.Module):
@@ -242,6 +251,12 @@ class _RunnerHooks(Callback):
         self.runner.on_checkpoint_saved(ckpt_path, self.saved_step)
 
 
+def _is_base_model(value) -> bool:
+    from cstorch.legacy18.runners import PyTorchBaseModel
+
+    return isinstance(value, PyTorchBaseModel)
+
+
 def _as_loader(value, what: str) -> cstorch.utils.data.DataLoader:
     """A cstorch DataLoader as is; a torch DataLoader or another re-iterable of batches wrapped."""
     if isinstance(value, cstorch.utils.data.DataLoader):
@@ -256,9 +271,9 @@ def _same(value):
     return value
 
 
-def _trainer_spec(params, base_dir: Optional[str] = None) -> dict:
-    """The validated `trainer:` dict of `params` (legacy converted); `base_dir` anchors
-    the relative `file.py:Class` names."""
+def _trainer_spec(params, base_dir: Optional[str] = None) -> tuple[dict, InitSpec]:
+    """The `trainer:` dict of `params` (legacy converted) and the spec of its `init`
+    (parsed with a stand-in model); `base_dir` anchors the relative `file.py:Class` names."""
     if not isinstance(params, dict):
         raise ConfigError(f"params must be a dict (the legacy flat format or a `trainer:` dict), got "
                           f"{type(params).__name__}")
@@ -274,9 +289,9 @@ def _trainer_spec(params, base_dir: Optional[str] = None) -> dict:
                           "`trainer:` mapping (a list of trainers is for `cstorch fit`, not the runner).")
     init = spec.get("init") or {}
     # model and data come from the runner's arguments: validate everything else
-    _config.validate_trainer({"init": {**init, "model": {"name": f"{__name__}:_StandInModel"}}},
-                             base_dir=base_dir)
-    return spec
+    checked = _config.validate_trainer({"init": {**init, "model": {"name": f"{__name__}:_StandInModel"}}},
+                                       base_dir=base_dir)
+    return spec, checked.init
 
 
 class PyTorchBaseRunner:
@@ -289,14 +304,19 @@ class PyTorchBaseRunner:
     `base_dir`: the folder relative `path/to/file.py:Class` names in `params` are taken
     from (the params file's folder; None: the working directory)."""
 
-    def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module]], params: dict, *,
-                 callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
+    def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module], "PyTorchBaseModel"], params: dict,
+                 *, callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
+        if callable(model) and not isinstance(model, torch.nn.Module) and not _is_base_model(model):
+            factory = model
+            model = lambda: self._adopt(factory())  # noqa: E731  (built by the Trainer)
+        else:
+            model = self._adopt(model)
         self.params = params
-        spec = self._spec = _trainer_spec(params, base_dir)
-        init = spec.get("init") or {}
-        trains = any((init.get("loop") or {}).get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
+        self._spec, init = _trainer_spec(params, base_dir)
+        lengths = init.loop.kwargs if init.loop is not None else {}
+        trains = any(lengths.get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
         # init.loggers is not used: the Trainer gets the `loggers` argument (None: its own)
-        kwargs = build.trainer_arguments({**init, "loggers": None}, training=trains, base_dir=base_dir)
+        kwargs = build.trainer_arguments(init.model_copy(update={"loggers": ()}), training=trains)
         loop = kwargs["loop"]
         self._eval_loop = loop if isinstance(loop, ValidationLoop) else ValidationLoop(eval_steps=loop.eval_steps)
         self._hooks = _RunnerHooks(self)
@@ -304,9 +324,30 @@ class PyTorchBaseRunner:
         self._ran = False
         self.trainer = _RunnerTrainer(self, model=model, loggers=loggers, **kwargs)
 
+    def _adopt(self, model):
+        """The torch module to run: a 1.8 PyTorchBaseModel's module (the model gets this
+        runner, whose optimizer and schedulers it reports), or `model` itself."""
+        if _is_base_model(model):
+            model.runner = self
+            return model.model
+        return model
+
     @classmethod
     def create(cls, model_fn: Callable[[dict], torch.nn.Module], params: dict, **kwargs) -> "PyTorchBaseRunner":
-        """The runner for the model `model_fn(params)` (built once the backend exists)."""
+        """On PyTorchBaseRunner itself, the 1.8 factory: the PyTorchRunner (CPU/GPU),
+        PyTorchCSCompiler (CSX, compile/validate only) or PyTorchCSRunner (CSX) that
+        `params["runconfig"]` asks for, on the PyTorchBaseModel of `model_fn(params)`
+        (`cstorch.legacy18.runners`). On a subclass: that runner, for the model
+        `model_fn(params)`."""
+        if cls is PyTorchBaseRunner:
+            from cstorch.legacy18.runners import create_runner
+
+            return create_runner(model_fn, params, **kwargs)
+        return cls._create(model_fn, params, **kwargs)
+
+    @classmethod
+    def _create(cls, model_fn: Callable[[dict], torch.nn.Module], params: dict, **kwargs) -> "PyTorchBaseRunner":
+        """`cls` for the model `model_fn(params)` (built once the backend exists)."""
         return cls(functools.partial(model_fn, params), params, **kwargs)
 
     # -- what the runner runs on ---------------------------------------------------------
@@ -471,9 +512,10 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
     (in place, or by returning the new dict), writes the flags into `runconfig`, builds
     `runner_cls.create(model_fn, params, base_dir=<the params file's folder>)` (so relative
     `file.py:Class` names resolve from there; a `runner_cls` that overrides `__init__`
-    passes `base_dir` on) and runs the mode (`config.RUN_MODES[mode].runner`) with
-    `train_data_fn(params)` / `eval_data_fn(params)` (cstorch or torch DataLoaders, or
-    iterables of batches).
+    passes `base_dir` on; a `create` without a `base_dir` argument, such as a 1.8-style
+    `create(model_fn, params)` assigned to PyTorchBaseRunner.create, gets none) and runs
+    the mode (`config.RUN_MODES[mode].runner`) with `train_data_fn(params)` /
+    `eval_data_fn(params)` (cstorch or torch DataLoaders, or iterables of batches).
     Returns the runner. A configuration mistake (a ConfigError, also one the mode raises
     when it starts) exits with status 2 and its message."""
     parser = build_parser()
@@ -497,11 +539,19 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
         if missing:
             raise ConfigError(f"mode {mode} needs {' and '.join(missing)}; pass it to run().")
         ensure_host_device_count(int(params["runconfig"].get("num_csx") or 1))
-        runner = runner_cls.create(model_fn, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
+        create = runner_cls.create
+        base_dir = {"base_dir": os.path.dirname(os.path.abspath(args.params))} if _takes(create, "base_dir") else {}
+        runner = create(model_fn, params, **base_dir)
         getattr(runner, run_mode.runner)(*(fn(params) for _, fn in fns))
     except ConfigError as e:
         parser.error(str(e))
     return runner
+
+
+def _takes(fn: Callable, name: str) -> bool:
+    """Whether `fn` accepts the keyword argument `name`."""
+    params = inspect.signature(fn).parameters.values()
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 __all__ = ["PyTorchBaseRunner", "run", "build_parser", "MODES"]
