@@ -29,3 +29,17 @@ def test_training_op_in_16_bit_is_as_accurate_as_eager(name, mode, dtype):
     outcome = check_mode(OPS[name], mode, dtype, limit=SAMPLES)
     assert outcome.status != FAIL, f"{name} {mode} {dtype}: {'; '.join(outcome.reasons)}"
     assert outcome.status == PASS, f"{name} {mode} {dtype}: {outcome.status}: {'; '.join(outcome.reasons)}"
+
+
+def test_coverage_command_reports_per_dtype(capsys, tmp_path):
+    import json
+
+    from cstorch_jax.coverage.__main__ import main
+
+    assert main(["--ops", "exp", "--dtypes", "float32,bfloat16", "--limit", "1", "--jobs", "1",
+                 "--json", str(tmp_path / "out.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for dtype in ("float32", "bfloat16"):
+        assert f"exp {dtype} forward: pass 1/1 grad: pass 1/1" in out, out
+        assert f"{dtype} (0 ops out of scope): forward 1 / 1 in-scope ops pass (100.0 %) grad 1 / 1" in out, out
+    assert set(json.loads((tmp_path / "out.json").read_text())) == {"float32", "bfloat16"}
