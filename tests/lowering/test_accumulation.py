@@ -247,16 +247,19 @@ def check_accumulation(op, dtype, policy):
         return
     truth = op(*to_reference(args, dtype), **kwargs)
     judge(got, want, truth)  # dtypes, NaN/inf, and cstorch's error <= 2 x eager's
+    less_accurate = []  # outputs where eager's error is more than FACTOR x cstorch's
     for i, (g, w, t) in enumerate(zip(pytree.tree_leaves(got), pytree.tree_leaves(want), pytree.tree_leaves(truth))):
         if isinstance(w, torch.Tensor) and w.dtype.is_floating_point and w.numel():
             finite = torch.isfinite(g) & torch.isfinite(w) & torch.isfinite(t)
             mine, eager = error(g, t, finite), error(w, t, finite)
-            if op in EAGER_LESS_ACCURATE:
-                assert eager > FACTOR * mine, f"{op} output {i}: eager is as accurate now: drop it from the list"
-            else:
-                assert eager <= FACTOR * mine, (
-                    f"{op} output {i}: eager's error {eager:.3g} is more than {FACTOR} x cstorch's {mine:.3g}: "
-                    f"eager accumulates in another dtype than the declared float32")
+            if eager > FACTOR * mine:
+                less_accurate.append((i, eager, mine))
+    if op in EAGER_LESS_ACCURATE:  # the listed rounding shows in at least one output (batch norm: the result)
+        assert less_accurate, f"{op}: eager is as accurate now: drop it from EAGER_LESS_ACCURATE"
+    else:
+        assert not less_accurate, (
+            f"{op}: (output, eager's error, cstorch's) {less_accurate}: eager's error is more than {FACTOR} x "
+            f"cstorch's: eager accumulates in another dtype than the declared float32")
 
 
 def test_every_reduction_declares_its_accumulation():

@@ -14,8 +14,7 @@ argument that requires grad.
 Every sample also runs in bfloat16 and float16 (its float32 arguments converted), judged
 against the same function on float64 copies of the arguments: cstorch's error may be at
 most twice eager torch's at the same dtype (see harness.py and
-cstorch_jax/coverage/accuracy.py); the samples that cannot be run so are listed in
-HALF_SKIPS, each with its reason.
+cstorch_jax/coverage/accuracy.py).
 
 Ops that never reach a captured graph, because the capture's core-ATen decomposition
 rewrites them into other ops, are checked by calling their lowering directly on jax
@@ -33,10 +32,6 @@ import cstorch_jax
 import samples  # noqa: F401  (fills CASES)
 from harness import CASES, HALF, INF, Case, assert_same, check, check_grad
 
-# (sample, dtype name) -> why the sample does not run in that dtype
-HALF_SKIPS: dict[tuple[str, str], str] = {}
-
-
 @pytest.mark.parametrize("c", [c.param() for c in CASES])
 def test_lowering_matches_torch(c: Case):
     (check_grad if c.grad else check)(c.fn, *c.make_args(), ops=c.ops)
@@ -45,9 +40,6 @@ def test_lowering_matches_torch(c: Case):
 @pytest.mark.parametrize("dtype", HALF, ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("c", [c.param() for c in CASES])
 def test_lowering_in_16_bit_is_as_accurate_as_eager(c: Case, dtype):
-    skip = HALF_SKIPS.get((c.name, str(dtype).removeprefix("torch.")))
-    if skip:
-        pytest.skip(skip)
     args = c.make_args()
     if not any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
         pytest.skip("no float32 argument to convert: the float32 test covers this sample")
