@@ -102,6 +102,23 @@ def test_linear_layers_are_routed_and_match_eager(route_everything):
     assert not any(k in counts for k in ("aten.mm.default", "aten.addmm.default")), counts
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_products_stay_xla_dots(dtype, route_everything):
+    """The BLAS call is an sgemm: bfloat16 and float16 products (the mixed-precision
+    compute) are left to XLA's dot, which keeps 16-bit operands and sums in float32
+    (cstorch_jax/lowering/dtype_policy.py), however large."""
+    def f(x, w1, b1, w2, a, b):
+        h = torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(x, w1, b1)), w2)
+        return h, torch.bmm(a, b)
+
+    args = tuple(t.to(dtype).requires_grad_() for t in (torch.randn(16, 12), torch.randn(20, 12), torch.randn(20),
+                                                         torch.randn(6, 20), torch.randn(3, 8, 5),
+                                                         torch.randn(3, 5, 7)))
+    counts = _routed_ops(lambda *a: torch.autograd.grad(sum(o.float().sum() for o in f(*a)), a), *args)
+    assert "cstorch.gemm.default" not in counts, counts
+    assert sum(counts.get(k, 0) for k in ("aten.mm.default", "aten.addmm.default", "aten.bmm.default")) >= 5, counts
+
+
 @pytest.mark.parametrize("name", ["mm", "bmm", "addmm", "matmul", "nn.functional.linear", "baddbmm", "addbmm",
                                   "__rmatmul__", "einsum", "tensordot", "inner", "nn.functional.bilinear"])
 @pytest.mark.parametrize("mode", ["forward", "grad"])

@@ -3,12 +3,16 @@
 For one OpInfo and one dtype:
 
 - forward: every chosen sample `op(sample.input, *sample.args, **sample.kwargs)` runs
-  eagerly and through `cstorch_jax.jit`; outputs must match (floats within the op's
-  tolerance, NaN == NaN, everything else exactly, same dtypes and structure);
+  eagerly and through `cstorch_jax.jit`; outputs must match (same dtypes and structure,
+  integers and bools exactly, NaN == NaN);
 - gradient (ops that support autograd): the compiled function runs `backward()` of
   `sum(out * cotangent)` over the differentiable outputs, with a random cotangent per
   output, and returns the `.grad` of every input that requires grad; those must match
   the eager grads.
+
+Float results match when they are as accurate as eager's against the same op computed in
+float64 (`accuracy.judge`: at most `accuracy.FACTOR` times eager's error, or half an ulp
+per element); a float32 result within rtol = atol = 1e-5 of eager's needs no float64 run.
 
 Scope is dense tensors. A sample is *out of scope*, with a reason, when its inputs are
 not dense strided tensors or hold 64-bit floats (the engine has no float64), when the
@@ -23,20 +27,22 @@ import logging
 import random
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.utils._pytree as pytree
 
 from .. import jit
-from ..lowering.interpreter import uses_rng
 from ..errors import CaptureError, MaterializationError, UnsupportedOpError
+from ..lowering.interpreter import uses_rng
+from .accuracy import judge, to_reference
 
 PASS, FAIL, OUT_OF_SCOPE, NOT_APPLICABLE = "pass", "fail", "out of scope", "n/a"
 
 DEFAULT_LIMIT = 4  # samples per op and mode in the default (not --full) sweep
 
-DEFAULT_TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1e-2), torch.float16: (1e-3, 1e-3)}
+FLOAT32_TOLERANCE = (1e-5, 1e-5)  # rtol, atol against eager torch
+HALF_DTYPES = (torch.bfloat16, torch.float16)  # judged against float64 (accuracy.judge)
 
 
 class OutOfScope(Exception):
@@ -170,38 +176,72 @@ def _compiled(fn, *args):
 _UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
 
 
-def _compare(got, want, random: bool, rtol: float, atol: float, name: str = "") -> None:
+def _compare(got, want, random: bool, dtype: torch.dtype, reference, name: str = "") -> None:
+    """16-bit results judged against `reference()`, the same computation in float64 (see
+    accuracy.py); float32 results within FLOAT32_TOLERANCE of eager's, or else judged so."""
     why = ("random op: shapes and dtypes match; values cannot be compared with eager" if random else
            "uninitialized memory: shapes and dtypes match; torch defines no values" if name in _UNINITIALIZED else
            None)
     if why:
         spec = lambda tree: pytree.tree_map(  # noqa: E731
             lambda x: (tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x, tree)
-        assert_match(spec(got), spec(want), rtol, atol)
+        assert_match(spec(got), spec(want), 0, 0)
         raise OutOfScope(why)
-    assert_match(got, want, rtol, atol)
+    if dtype in HALF_DTYPES:
+        judge(got, want, reference())
+        return
+    try:
+        assert_match(got, want, *FLOAT32_TOLERANCE)
+    except AssertionError as mismatch:
+        try:
+            truth = reference()
+        except Exception:  # noqa: BLE001 - no float64 run of this sample: the mismatch stands
+            raise mismatch from None
+        judge(got, want, truth)  # farther from eager than 1e-5: as accurate as eager against float64
 
 
-def check_forward_sample(op, sample, rtol: float, atol: float) -> set[str]:
-    """Raise OutOfScope, AssertionError (mismatch) or the engine's error; on a match,
-    return the names of the ATen ops the compiled graph ran.
+@dataclass
+class _Prepared:
+    """One in-scope sample, ready to run: `fn(*args())` is compiled, `eager()` is eager
+    torch's result (OutOfScope when eager rejects the sample), `reference()` the same
+    computation in float64."""
 
-    The compiled run goes first and works on copies, so eager in-place variants cannot
-    change its inputs; eager then runs on the sample's own tensors (views keep their
-    storage, which as_strided samples rely on)."""
+    fn: Callable
+    args: Callable[[], tuple]
+    eager: Callable[[], Any]
+    reference: Callable[[], Any]
+
+
+def prepare_forward(op, sample, dtype: torch.dtype) -> _Prepared:
+    """The forward check of one sample (raises OutOfScope for inputs out of scope).
+
+    The compiled run works on copies, so eager in-place variants cannot change its
+    inputs; eager runs on the sample's own tensors (views keep their storage, which
+    as_strided samples rely on)."""
     _check_inputs_in_scope(sample)
     parts = sample_parts(sample)
-    try:
-        got, random, ops = _compiled(lambda p: _run(op, p), _fresh(parts, False))
-    except OutOfScope:
-        raise
-    except Exception:
-        _check_outputs_in_scope(_eager(op, parts))
-        raise
-    want = _eager(op, parts)
-    _check_outputs_in_scope(want)
-    _compare(got, want, random, rtol, atol, op.name)
-    return ops
+    reference = to_reference(parts, dtype)  # copied now: eager in-place variants change the inputs
+    return _Prepared(lambda p: _run(op, p), lambda: (_fresh(parts, False),), lambda: _eager(op, parts),
+                     lambda: _run(op, reference))
+
+
+def prepare_grad(op, sample, dtype: torch.dtype) -> _Prepared:
+    """The gradient check of one sample: `backward()` of sum(out * cotangent) with a
+    seeded random cotangent per differentiable output."""
+    _check_inputs_in_scope(sample)
+    parts = sample_parts(sample)
+    if not any(t.requires_grad for t in _tensors(parts)):
+        raise OutOfScope("no input requires grad")
+    probe = sample.output_process_fn_grad(_eager(op, _fresh(parts, True)))
+    _check_outputs_in_scope(probe)
+    diff = [o for o in _tensors(probe) if o.requires_grad]
+    if not diff:
+        raise OutOfScope("no output is differentiable")
+    gen = torch.Generator().manual_seed(_seed_of(op_id(op), "cotangent"))
+    cotangents = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in diff]
+    f = _grad_fn(op, sample)
+    return _Prepared(f, lambda: (_fresh(parts, True), cotangents), lambda: f(_fresh(parts, True), cotangents),
+                     lambda: f(*to_reference((parts, cotangents), dtype)))
 
 
 def _grad_fn(op, sample):
@@ -217,24 +257,42 @@ def _grad_fn(op, sample):
     return f
 
 
-def check_grad_sample(op, sample, rtol: float, atol: float) -> set[str]:
-    """Like check_forward_sample, for the gradients of the sample's differentiable inputs."""
-    _check_inputs_in_scope(sample)
-    parts = sample_parts(sample)
-    if not any(t.requires_grad for t in _tensors(parts)):
-        raise OutOfScope("no input requires grad")
-    probe = sample.output_process_fn_grad(_eager(op, _fresh(parts, True)))
-    _check_outputs_in_scope(probe)
-    diff = [o for o in _tensors(probe) if o.requires_grad]
-    if not diff:
-        raise OutOfScope("no output is differentiable")
-    gen = torch.Generator().manual_seed(_seed_of(op_id(op), "cotangent"))
-    cotangents = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in diff]
-    f = _grad_fn(op, sample)
-    got, random, ops = _compiled(f, _fresh(parts, True), cotangents)
-    want = f(_fresh(parts, True), cotangents)
-    _compare(got, want, random, rtol, atol)
+def _judge(op, prepared: _Prepared, got, random: bool, dtype: torch.dtype) -> None:
+    want = prepared.eager()
+    _check_outputs_in_scope(want)
+    _compare(got, want, random, dtype, prepared.reference, op.name)
+
+
+def check_sample(op, prepared: _Prepared, dtype: torch.dtype) -> set[str]:
+    """Compile and judge one prepared sample: raise OutOfScope, AssertionError (mismatch)
+    or the engine's error; on a match, return the names of the graph's ATen ops."""
+    try:
+        got, random, ops = _compiled(prepared.fn, *prepared.args())
+    except OutOfScope:
+        raise
+    except Exception:
+        _check_outputs_in_scope(prepared.eager())  # a sample eager rejects is out of scope
+        raise
+    _judge(op, prepared, got, random, dtype)
     return ops
+
+
+def check_batch(op, batch: list[_Prepared], dtype: torch.dtype) -> list[tuple[set[str] | None, BaseException | None]]:
+    """Every sample of `batch` compiled into ONE executable (one capture and one XLA
+    compile instead of one per sample), then judged one by one: (ops, None) or (None,
+    error) per sample. Raises if the batch does not compile or draws random numbers;
+    the caller then checks the samples one by one."""
+    got, random, ops = _compiled(lambda args: [p.fn(*a) for p, a in zip(batch, args)], [p.args() for p in batch])
+    if random:
+        raise OutOfScope("random op")
+    results = []
+    for p, g in zip(batch, got):
+        try:
+            _judge(op, p, g, False, dtype)
+            results.append((ops, None))
+        except Exception as e:  # noqa: BLE001 - every engine failure is a result here
+            results.append((None, e))
+    return results
 
 
 # ---- one op ---------------------------------------------------------------------------
@@ -265,20 +323,43 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[:200]}"
 
 
-def run_samples(op, samples: Iterable, check, rtol: float, atol: float, max_failures: int = 3) -> Outcome:
+def run_samples(op, samples: Iterable, prepare, dtype: torch.dtype, max_failures: int = 3) -> Outcome:
+    """The samples' outcome: in-scope samples run as one batch; when the batch does not
+    compile (or draws random numbers), one by one, so each sample gets its own verdict."""
     out = Outcome()
+
+    def record(ops: set[str] | None, error: BaseException | None) -> None:
+        if error is None:
+            out.ops |= ops
+            out.passed += 1
+        elif isinstance(error, OutOfScope):
+            out.out_of_scope += 1
+            out.note(f"out of scope: {error}")
+        else:
+            out.failed += 1
+            out.note(_describe(error))
+
+    batch = []
     for sample in samples:
         try:
-            out.ops |= check(op, sample, rtol, atol)
-            out.passed += 1
-        except OutOfScope as e:
-            out.out_of_scope += 1
-            out.note(f"out of scope: {e}")
-        except Exception as e:  # noqa: BLE001 - every engine failure is a result here
-            out.failed += 1
-            out.note(_describe(e))
+            batch.append(prepare(op, sample, dtype))
+        except Exception as e:  # noqa: BLE001 - OutOfScope, or eager torch's own failure on the sample
+            record(None, e)
+    try:
+        results = check_batch(op, batch, dtype) if len(batch) > 1 else None
+    except Exception:  # noqa: BLE001 - the one-by-one run below attributes the failure
+        results = None
+    if results is None:
+        for prepared in batch:
             if out.failed >= max_failures:
                 break
+            try:
+                record(check_sample(op, prepared, dtype), None)
+            except Exception as e:  # noqa: BLE001 - every engine failure is a result here
+                record(None, e)
+    else:
+        for ops, error in results:
+            record(ops, error)
     if out.failed:
         out.status = FAIL
     elif out.passed:
@@ -288,17 +369,15 @@ def run_samples(op, samples: Iterable, check, rtol: float, atol: float, max_fail
     return out
 
 
-def check_mode(op, mode: str, dtype: torch.dtype = torch.float32, limit: int | None = DEFAULT_LIMIT,
-               tolerance: tuple[float, float] | None = None) -> Outcome:
+def check_mode(op, mode: str, dtype: torch.dtype = torch.float32, limit: int | None = DEFAULT_LIMIT) -> Outcome:
     """The outcome of one OpInfo at `dtype` in `mode` ("forward" or "grad")."""
-    rtol, atol = tolerance or DEFAULT_TOLERANCE[dtype]
     if dtype not in op.supported_dtypes("cpu"):
         return Outcome(OUT_OF_SCOPE, reasons=[f"out of scope: torch has no {dtype} kernel for it on CPU"])
     if mode == "forward":
-        return run_samples(op, choose_samples(op, dtype, False, limit), check_forward_sample, rtol, atol)
+        return run_samples(op, choose_samples(op, dtype, False, limit), prepare_forward, dtype)
     if not (op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")):
         return Outcome(NOT_APPLICABLE, reasons=["not differentiable"])
-    return run_samples(op, choose_samples(op, dtype, True, limit), check_grad_sample, rtol, atol)
+    return run_samples(op, choose_samples(op, dtype, True, limit), prepare_grad, dtype)
 
 
 def check_op(op, dtype: torch.dtype = torch.float32, limit: int | None = DEFAULT_LIMIT) -> tuple[Outcome, Outcome]:

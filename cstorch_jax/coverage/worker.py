@@ -6,6 +6,8 @@ import signal
 import time
 import warnings
 
+import torch
+
 from .opinfo import FAIL, Outcome, check_op, load_op_db, op_id
 
 OPS: dict = {}
@@ -24,16 +26,17 @@ def _on_alarm(*_):
     raise _Timeout
 
 
-def check_one(args) -> tuple[str, Outcome, Outcome, float]:
-    """(name, forward outcome, grad outcome, seconds) of op `name`; a timeout is a failure."""
-    name, limit, timeout = args
+def check_one(args) -> tuple[str, str, Outcome, Outcome, float]:
+    """(name, dtype name, forward outcome, grad outcome, seconds) of op `name` at the
+    dtype named `dtype` ("float32", "bfloat16", "float16"); a timeout is a failure."""
+    name, dtype, limit, timeout = args
     start = time.perf_counter()
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(timeout)
     try:
-        fwd, grad = check_op(OPS[name], limit=limit)
+        fwd, grad = check_op(OPS[name], getattr(torch, dtype), limit=limit)
     except _Timeout:
         fwd = grad = Outcome(FAIL, reasons=[f"timeout after {timeout} s"])
     finally:
         signal.alarm(0)
-    return name, fwd, grad, time.perf_counter() - start
+    return name, dtype, fwd, grad, time.perf_counter() - start

@@ -20,8 +20,9 @@ import numpy as np
 import torch
 from jax import lax
 
+from .dtype_policy import opmath
 from .registry import register
-from .special import _EULER, _F32, _INF, _NAN, _PI, _c, _float, _polyval, _two_prod
+from .special import _EULER, _F32, _INF, _NAN, _PI, _c, _polyval, _two_prod
 
 aten = torch.ops.aten
 
@@ -29,22 +30,22 @@ aten = torch.ops.aten
 
 @register(aten.i0.default, aten.special_modified_bessel_i0.default)
 def i0(x):
-    return jss.i0(_float(x))
+    return jss.i0(opmath(x))
 
 
 @register(aten.special_i0e.default)
 def special_i0e(x):
-    return jss.i0e(_float(x))
+    return jss.i0e(opmath(x))
 
 
 @register(aten.special_i1.default, aten.special_modified_bessel_i1.default)
 def special_i1(x):
-    return jss.i1(_float(x))
+    return jss.i1(opmath(x))
 
 
 @register(aten.special_i1e.default)
 def special_i1e(x):
-    return jss.i1e(_float(x))
+    return jss.i1e(opmath(x))
 
 
 # ---- Bessel functions of the first and second kind, orders 0 and 1 ----------------------
@@ -147,14 +148,14 @@ def _bessel_jy(x):
 @register(aten.special_bessel_j0.default)
 def special_bessel_j0(x):
     """J0(x), even; NaN at +-inf (as torch)."""
-    x = _float(x)
+    x = opmath(x)
     return jnp.where(jnp.isinf(x) | jnp.isnan(x), _NAN, _bessel_jy(x)[0])
 
 
 @register(aten.special_bessel_j1.default)
 def special_bessel_j1(x):
     """J1(x), odd; NaN at +-inf (as torch)."""
-    x = _float(x)
+    x = opmath(x)
     out = _bessel_jy(x)[1]
     return jnp.where(jnp.isinf(x) | jnp.isnan(x), _NAN, jnp.where(x < 0, -out, out))
 
@@ -167,13 +168,13 @@ def _y_edges(x, value):
 
 @register(aten.special_bessel_y0.default)
 def special_bessel_y0(x):
-    x = _float(x)
+    x = opmath(x)
     return _y_edges(x, _bessel_jy(x)[2])
 
 
 @register(aten.special_bessel_y1.default)
 def special_bessel_y1(x):
-    x = _float(x)
+    x = opmath(x)
     return _y_edges(x, _bessel_jy(x)[3])
 
 
@@ -181,7 +182,7 @@ def special_bessel_y1(x):
 def special_spherical_bessel_j0(x):
     """j0(x) = sin(x) / x; its Taylor series 1 - x^2/6 + x^4/120 - ... below |x| = 0.5;
     0 at +-inf."""
-    x = _float(x)
+    x = opmath(x)
     small = jnp.abs(x) < 0.5
     xs = jnp.where(small, x, 1.0)
     coef = [1.0]
@@ -260,27 +261,27 @@ def _k_unscaled(nu: int, x):
 
 @register(aten.special_modified_bessel_k0.default)
 def special_modified_bessel_k0(x):
-    x = _float(x)
+    x = opmath(x)
     return _k_edges(x, _k_unscaled(0, x))
 
 
 @register(aten.special_modified_bessel_k1.default)
 def special_modified_bessel_k1(x):
-    x = _float(x)
+    x = opmath(x)
     return _k_edges(x, _k_unscaled(1, x))
 
 
 @register(aten.special_scaled_modified_bessel_k0.default)
 def special_scaled_modified_bessel_k0(x):
     """e^x K0(x)."""
-    x = _float(x)
+    x = opmath(x)
     return _k_edges(x, _scaled_k(0, jnp.where(x > 0, x, 1.0)))
 
 
 @register(aten.special_scaled_modified_bessel_k1.default)
 def special_scaled_modified_bessel_k1(x):
     """e^x K1(x)."""
-    x = _float(x)
+    x = opmath(x)
     return _k_edges(x, _scaled_k(1, jnp.where(x > 0, x, 1.0)))
 
 
@@ -359,7 +360,7 @@ def _airy_positive(x):
 @register(aten.special_airy_ai.default)
 def special_airy_ai(x):
     """Ai(x); NaN at +-inf and 0 above x = 103.892, as torch."""
-    x = _float(x)
+    x = opmath(x)
     neg = x < _AIRY_TAYLOR_MIN
     pos = x > _AIRY_TAYLOR_MAX
     mid = _airy_taylor(jnp.where(neg | pos, 0.0, x))

@@ -1,4 +1,5 @@
 """Convolution, plain and transposed (and its backward as the exact vjp of the forward).
+16-bit operands are multiplied as they are and summed in float32 (dtype_policy.py).
 Pooling lives in pooling.py."""
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import jax.numpy as jnp
 import torch
 
 from ..errors import UnsupportedOpError
+from .dtype_policy import FLOAT32, HALF, accumulates, accumulator
 from .linalg import HIGHEST
 from .registry import register
 
@@ -28,7 +30,7 @@ def _conv(x, w, stride, padding, dilation, groups, channels_last=False):
     return jax.lax.conv_general_dilated(
         x, w, window_strides=tuple(stride), padding=[(p, p) for p in padding],
         rhs_dilation=tuple(dilation), dimension_numbers=_dimension_numbers(x, w, channels_last),
-        feature_group_count=groups, precision=HIGHEST,
+        feature_group_count=groups, precision=HIGHEST, preferred_element_type=accumulator(x.dtype),
     )
 
 
@@ -49,6 +51,7 @@ def _conv_transpose(x, w, stride, padding, dilation, output_padding, groups, cha
     return jax.lax.conv_general_dilated(
         x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=tuple(stride), rhs_dilation=tuple(dilation),
         dimension_numbers=_dimension_numbers(x, wt, channels_last), feature_group_count=groups, precision=HIGHEST,
+        preferred_element_type=accumulator(x.dtype),
     )
 
 
@@ -68,6 +71,7 @@ def _conv_fn(nd, stride, padding, dilation, transposed, output_padding, groups, 
 
 
 @register(aten.convolution.default)
+@accumulates(FLOAT32, operands=HALF)
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     nd = w.ndim - 2
     unbatched = x.ndim == nd + 1
@@ -80,6 +84,7 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
 
 
 @register(aten.convolution_backward.default)
+@accumulates(FLOAT32, operands=HALF)
 def convolution_backward(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
                          groups, output_mask):
     """(grad_input, grad_weight, grad_bias): the exact vjp of the forward (plain or transposed)."""
@@ -88,9 +93,10 @@ def convolution_backward(grad_out, x, w, bias_sizes, stride, padding, dilation, 
     if unbatched:
         x, grad_out = x[None], grad_out[None]
     fwd = _conv_fn(nd, stride, padding, dilation, transposed, output_padding, groups)
-    _, vjp = jax.vjp(fwd, x, w)
+    _, vjp = jax.vjp(lambda x, w: fwd(x, w).astype(grad_out.dtype), x, w)
     gx, gw = vjp(grad_out)
-    gb = jnp.sum(grad_out, axis=(0,) + tuple(range(2, grad_out.ndim))) if output_mask[2] else None
+    gb = jnp.sum(grad_out, axis=(0,) + tuple(range(2, grad_out.ndim)), dtype=accumulator(grad_out.dtype)) \
+        if output_mask[2] else None
     if unbatched:
         gx = gx[0]
     return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb)

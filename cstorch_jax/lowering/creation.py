@@ -93,3 +93,9 @@ def arange_start(start, end, *, dtype=None, **kwargs):
 @register(aten._to_copy.default)
 def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     return x if dtype is None else x.astype(jax_dtype(dtype))
+
+
+@register(torch.ops.prims.convert_element_type.default)
+def convert_element_type(x, dtype):
+    """What torch's decompositions cast with (renorm's, for 16-bit inputs)."""
+    return x.astype(jax_dtype(dtype))

@@ -24,6 +24,7 @@ import torch
 from jax import lax
 
 from ..errors import UnsupportedOpError
+from .dtype_policy import in_opmath
 from .linalg import matmul
 from .registry import register
 
@@ -391,8 +392,10 @@ def linalg_pinv(a, *, atol=None, rtol=None, hermitian=False):
 
 
 @register(aten.linalg_matrix_exp.default)
+@in_opmath
 def linalg_matrix_exp(a):
-    """exp(A) = sum_k A^k / k! (Pade approximation with scaling and squaring)."""
+    """exp(A) = sum_k A^k / k! (Pade approximation with scaling and squaring); 16-bit
+    matrices in float32 (jax's expm has no 16-bit version)."""
     if a.size == 0:
         return a
     if a.shape[-1] == 1:

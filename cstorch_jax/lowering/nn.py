@@ -1,5 +1,9 @@
 """Neural-network ops that stay whole in core ATen: softmax, layer/group/batch norm (and
-batch norm's backward), embedding, the randomized leaky ReLU's backward."""
+batch norm's backward), embedding, the randomized leaky ReLU's backward.
+
+Softmax and the normalizations compute 16-bit inputs in float32 (`@accumulates(FLOAT32)`,
+dtype_policy.py): statistics, normalized values and the affine transform are float32, and
+the result is rounded once to torch's dtype, as torch's CPU kernels do."""
 from __future__ import annotations
 
 import jax
@@ -8,13 +12,10 @@ import torch
 
 from ..dtypes import jax_dtype
 from ..errors import UnsupportedOpError
+from .dtype_policy import FLOAT32, accumulates
 from .registry import register
 
 aten = torch.ops.aten
-
-
-def _compute_dtype(x, half_to_float):
-    return jnp.float32 if half_to_float else x.dtype
 
 
 def _along(fn, x, dim):
@@ -25,45 +26,51 @@ def _along(fn, x, dim):
 
 
 @register(aten._softmax.default)
+@accumulates(FLOAT32)
 def softmax(x, dim, half_to_float=False):
-    return _along(jax.nn.softmax, x.astype(_compute_dtype(x, half_to_float)), dim)
+    """`half_to_float` only sets the result dtype, which the interpreter applies."""
+    return _along(jax.nn.softmax, x, dim)
 
 
 @register(aten._log_softmax.default)
+@accumulates(FLOAT32)
 def log_softmax(x, dim, half_to_float=False):
-    return _along(jax.nn.log_softmax, x.astype(_compute_dtype(x, half_to_float)), dim)
+    return _along(jax.nn.log_softmax, x, dim)
 
 
 @register(aten._softmax_backward_data.default)
+@accumulates(FLOAT32)
 def softmax_backward(grad, out, dim, input_dtype):
     g = out * (grad - jnp.sum(grad * out, axis=dim, keepdims=True))
     return g.astype(jax_dtype(input_dtype))
 
 
 @register(aten._log_softmax_backward_data.default)
+@accumulates(FLOAT32)
 def log_softmax_backward(grad, out, dim, input_dtype):
     g = grad - jnp.exp(out) * jnp.sum(grad, axis=dim, keepdims=True)
     return g.astype(jax_dtype(input_dtype))
 
 
 @register(aten.native_layer_norm.default)
+@accumulates(FLOAT32)
 def native_layer_norm(x, normalized_shape, weight, bias, eps):
     """y = (x - mean) * rstd * weight + bias over the trailing `normalized_shape` dims;
     also returns mean and rstd = 1/sqrt(var + eps) (biased var), kept as size-1 dims."""
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    xf = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
-    mean = jnp.mean(xf, axis=axes, keepdims=True)
-    var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
     rstd = jax.lax.rsqrt(var + eps)
-    y = (xf - mean) * rstd
+    y = (x - mean) * rstd
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y.astype(x.dtype), mean, rstd
+    return y, mean, rstd
 
 
 @register(aten._native_batch_norm_legit_functional.default)
+@accumulates(FLOAT32)
 def native_batch_norm_functional(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Batch norm over every dim but 1. Training normalises with the batch's biased
     variance and returns the new running stats, updated with the unbiased variance:
@@ -71,11 +78,10 @@ def native_batch_norm_functional(x, weight, bias, running_mean, running_var, tra
     new_running_mean, new_running_var)."""
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    xf = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
     if training:
-        mean = jnp.mean(xf, axis=axes)
-        var = jnp.mean(jnp.square(xf - mean.reshape(shape)), axis=axes)
-        n = xf.size // xf.shape[1]
+        mean = jnp.mean(x, axis=axes)
+        var = jnp.mean(jnp.square(x - mean.reshape(shape)), axis=axes)
+        n = x.size // x.shape[1]
         new_rm = (1 - momentum) * running_mean + momentum * mean
         new_rv = (1 - momentum) * running_var + momentum * var * (n / max(n - 1, 1))
         rstd = jax.lax.rsqrt(var + eps)
@@ -83,16 +89,17 @@ def native_batch_norm_functional(x, weight, bias, running_mean, running_var, tra
     else:
         mean, rstd = running_mean, jax.lax.rsqrt(running_var + eps)
         new_rm, new_rv = running_mean, running_var
-        save_mean = save_rstd = jnp.zeros((0,), xf.dtype)
-    y = (xf - mean.reshape(shape)) * rstd.reshape(shape)
+        save_mean = save_rstd = jnp.zeros((0,), x.dtype)
+    y = (x - mean.reshape(shape)) * rstd.reshape(shape)
     if weight is not None:
         y = y * weight.reshape(shape)
     if bias is not None:
         y = y + bias.reshape(shape)
-    return y.astype(x.dtype), save_mean, save_rstd, new_rm, new_rv
+    return y, save_mean, save_rstd, new_rm, new_rv
 
 
 @register(aten._native_batch_norm_legit_no_training.default)
+@accumulates(FLOAT32)
 def native_batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
     """Eval-mode batch norm (what F.batch_norm(training=False) becomes): normalise with
     the running stats, which are left alone. Returns (y, empty, empty) as torch."""
@@ -102,6 +109,7 @@ def native_batch_norm_no_training(x, weight, bias, running_mean, running_var, mo
 
 
 @register(aten._native_batch_norm_legit.no_stats)
+@accumulates(FLOAT32)
 def native_batch_norm_no_stats(x, weight, bias, training, momentum, eps):
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, -1) + (1,) * (x.ndim - 2)
@@ -121,29 +129,26 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     return jnp.take(weight, indices, axis=0)
 
 
-def _opmath(x):
-    """16-bit floats are normalised in float32, as torch does."""
-    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
-
-
 @register(aten.native_group_norm.default)
+@accumulates(FLOAT32)
 def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     """Group norm of x [N, C, *]: the C channels split into `group` groups, each (sample,
     group) normalised over its C / group * HxW elements with the biased variance, then
     a per-channel affine. Returns (y, mean [N, group], rstd [N, group])."""
-    xf = _opmath(x).reshape(N, group, C // group * HxW)
+    xf = x.reshape(N, group, C // group * HxW)
     mean = jnp.mean(xf, axis=-1)
     var = jnp.mean(jnp.square(xf - mean[..., None]), axis=-1)
     rstd = jax.lax.rsqrt(var + eps)
     y = ((xf - mean[..., None]) * rstd[..., None]).reshape((N, C, HxW))
     if weight is not None:
-        y = y * _opmath(weight)[:, None]
+        y = y * weight[:, None]
     if bias is not None:
-        y = y + _opmath(bias)[:, None]
-    return y.reshape(x.shape).astype(x.dtype), mean, rstd
+        y = y + bias[:, None]
+    return y.reshape(x.shape), mean, rstd
 
 
 @register(aten._batch_norm_with_update_functional.default)
+@accumulates(FLOAT32)
 def batch_norm_with_update_functional(x, weight, bias, running_mean, running_var, momentum, eps):
     """Training-mode batch norm with running-stat update (what `F.batch_norm(training=True)`
     becomes): (y, save_mean, save_rstd, reserve, new_running_mean, new_running_var);
@@ -154,6 +159,7 @@ def batch_norm_with_update_functional(x, weight, bias, running_mean, running_var
 
 
 @register(aten._batch_norm_no_update.default)
+@accumulates(FLOAT32)
 def batch_norm_no_update(x, weight, bias, running_mean, running_var, momentum, eps):
     """Eval-mode batch norm with the running stats, which are left alone:
     (y, empty save_mean, empty save_rstd, empty reserve)."""
@@ -166,6 +172,7 @@ def batch_norm_no_update(x, weight, bias, running_mean, running_var, momentum, e
 
 
 @register(aten.batch_norm_backward.default)
+@accumulates(FLOAT32)
 def batch_norm_backward(grad_out, x, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
                         output_mask, reserve):
     """(grad_input, grad_weight, grad_bias) of batch norm over every dim but 1, with
@@ -176,24 +183,22 @@ def batch_norm_backward(grad_out, x, weight, running_mean, running_var, save_mea
       grad_weight = sum(g * xhat),  grad_bias = sum(g)  (sums/means over dims != 1)."""
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    g, xf = _opmath(grad_out), _opmath(x)
+    g = grad_out
     if train:
         mean, invstd = save_mean, save_invstd
     else:
         mean, invstd = running_mean, jax.lax.rsqrt(running_var + eps)
-    mean, invstd = _opmath(mean), _opmath(invstd)
-    xhat = (xf - mean.reshape(shape)) * invstd.reshape(shape)
+    xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
     g_sum = jnp.sum(g, axis=axes)
     gx_dot = jnp.sum(g * xhat, axis=axes)
-    scale = invstd if weight is None else invstd * _opmath(weight)
+    scale = invstd if weight is None else invstd * weight
     gi = None
     if output_mask[0]:
         if train:
-            n = xf.size // xf.shape[1]
+            n = x.size // x.shape[1]
             gi = (g - (g_sum / n).reshape(shape) - xhat * (gx_dot / n).reshape(shape)) * scale.reshape(shape)
         else:
             gi = g * scale.reshape(shape)
-        gi = gi.astype(x.dtype)
     gw = gx_dot if output_mask[1] else None
     gb = g_sum if output_mask[2] else None
     return gi, gw, gb

@@ -1,7 +1,11 @@
 """Elementwise ops: unary math, binary arithmetic, comparisons, logic, selection.
 
-Float-only math on integer inputs computes in float32 (torch promotes the same way);
-the interpreter then casts every result to the dtype torch reports for the node.
+Float-valued math computes on `opmath(x)` (dtype_policy.py): integer, bool and 16-bit
+inputs in float32, as torch's CPU kernels do; binary arithmetic on 16-bit floats too
+(`@in_opmath`), so a Python scalar such as the 0.1 of `x * 0.1` is not rounded to 16 bits
+first. The interpreter then casts every result to the dtype torch reports for the node,
+which is the one rounding to 16 bits. Selections, comparisons and sign manipulation are
+exact and compute in the input dtype.
 """
 from __future__ import annotations
 
@@ -9,19 +13,14 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from .dtype_policy import in_opmath, opmath
 from .registry import register
 
 aten = torch.ops.aten
 
 
-def _float(x):
-    """Integer and bool inputs of float-valued math compute in float32."""
-    x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.float32)
-
-
 def _unary(op, fn, float_only=True):
-    register(op)(lambda x: fn(_float(x)) if float_only else fn(x))
+    register(op)(lambda x: fn(opmath(x)) if float_only else fn(x))
 
 
 for _op, _fn in [
@@ -81,7 +80,7 @@ def sign(x):
 @register(aten.round.decimals)
 def round_decimals(x, *, decimals=0):
     """torch's rule: round-half-even of x * 10**d, divided back (x / 10**-d for d < 0)."""
-    x = _float(x)
+    x = opmath(x)
     scale = jnp.asarray(10.0 ** abs(decimals), x.dtype)
     if decimals < 0:
         return jnp.round(x / scale) * scale
@@ -90,15 +89,16 @@ def round_decimals(x, *, decimals=0):
 
 @register(aten.gelu.default)
 def gelu(x, approximate="none"):
-    return jax.nn.gelu(_float(x), approximate=approximate == "tanh")
+    return jax.nn.gelu(opmath(x), approximate=approximate == "tanh")
 
 
 @register(aten.silu.default)
 def silu(x):
-    return jax.nn.silu(_float(x))
+    return jax.nn.silu(opmath(x))
 
 
 @register(aten.leaky_relu.default)
+@in_opmath
 def leaky_relu(x, negative_slope=0.01):
     return jnp.where(x > 0, x, x * negative_slope)
 
@@ -112,21 +112,25 @@ def hardtanh(x, min_val=-1.0, max_val=1.0):
 
 
 @register(aten.add.Tensor, aten.add.Scalar)
+@in_opmath
 def add(a, b, alpha=1):
     return a + (b * alpha if alpha != 1 else b)
 
 
 @register(aten.sub.Tensor, aten.sub.Scalar)
+@in_opmath
 def sub(a, b, alpha=1):
     return a - (b * alpha if alpha != 1 else b)
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
+@in_opmath
 def rsub(a, b, alpha=1):
     return b - (a * alpha if alpha != 1 else a)
 
 
 @register(aten.mul.Tensor, aten.mul.Scalar)
+@in_opmath
 def mul(a, b):
     if isinstance(a, jax.Array) and a.dtype == jnp.bool_ and isinstance(b, jax.Array) and b.dtype == jnp.bool_:
         return jnp.logical_and(a, b)
@@ -144,11 +148,13 @@ def _is_integral(x) -> bool:
 
 
 @register(aten.div.Tensor, aten.div.Scalar)
+@in_opmath
 def div(a, b):
     return jnp.true_divide(a, b)
 
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+@in_opmath
 def div_mode(a, b, rounding_mode=None):
     if rounding_mode is None:
         return jnp.true_divide(a, b)
@@ -160,10 +166,10 @@ def div_mode(a, b, rounding_mode=None):
         return jax.lax.div(a_, b_)  # integer division rounding toward zero, as C and torch
     if rounding_mode == "trunc":
         return jnp.trunc(jnp.true_divide(a, b))
-    return _div_floor_float(a, b)
+    return _div_flooropmath(a, b)
 
 
-def _div_floor_float(a, b):
+def _div_flooropmath(a, b):
     """torch's floating floor division (c10::div_floor_floating), not floor(a / b).
 
     The quotient is rebuilt from fmod so it is exact: torch.div(1., 0.1, rounding_mode="floor")
@@ -191,16 +197,19 @@ def floor_divide(a, b):
 
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
+@in_opmath
 def remainder(a, b):
     return jnp.remainder(a, b)  # sign of the divisor, as torch
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar)
+@in_opmath
 def fmod(a, b):
     return jnp.fmod(a, b)  # sign of the dividend, as torch
 
 
 @register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar)
+@in_opmath
 def pow_(a, b):
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         if b == 2:
@@ -222,7 +231,7 @@ def minimum(a, b):
 
 @register(aten.atan2.default)
 def atan2(a, b):
-    return jnp.arctan2(_float(a), _float(b))
+    return jnp.arctan2(opmath(a), opmath(b))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
@@ -281,7 +290,7 @@ register(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar)(_bitwise(jnp.logical_
 @register(aten.copysign.Tensor, aten.copysign.Scalar)
 def copysign(a, b):
     """|a| with the sign bit of b (so -0.0 and -NaN count as negative); always floating."""
-    a = _float(a)
+    a = opmath(a)
     return jnp.copysign(a, jnp.asarray(b, a.dtype))
 
 
@@ -297,7 +306,7 @@ def signbit(x):
 @register(aten.angle.default)
 def angle(x):
     """Argument of a real number: pi for x < 0, 0 otherwise (also for -0.0), NaN for NaN."""
-    x = _float(x)
+    x = opmath(x)
     return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, jnp.asarray(jnp.pi, x.dtype), jnp.zeros((), x.dtype)))
 
 
@@ -316,7 +325,7 @@ def fmin(a, b):
 @register(aten.hypot.default)
 def hypot(a, b):
     """sqrt(a^2 + b^2) without overflow; inf if either is inf, even against NaN."""
-    return jnp.hypot(_float(a), _float(b))
+    return jnp.hypot(opmath(a), opmath(b))
 
 
 @register(aten.nextafter.default)
@@ -336,7 +345,7 @@ def ldexp(x, other):
     """x * 2**other, as torch's mul(x, pow(2, other)) in float32: 2**other is inf from
     128 on and 0 below -149 (so ldexp(0, 128) is NaN); integral exponents are applied
     exactly, in two normal-range factors below -126 (XLA flushes subnormals to zero)."""
-    x = _float(x)
+    x = opmath(x)
     k = jnp.asarray(other).astype(x.dtype)
     integral = k == jnp.round(k)
     kc = jnp.clip(jnp.where(integral, k, 0), -149, 127)
@@ -373,6 +382,5 @@ def frexp(x):
 def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
     """scale * x for x > 0, else scale * alpha * (exp(x * input_scale) - 1); 16-bit
     inputs compute in float32, as torch's CPU kernel."""
-    x = jnp.asarray(x)
-    x = x.astype(jnp.float32) if x.dtype != jnp.float32 else x
+    x = opmath(x)
     return jnp.where(x > 0, x * scale, jnp.expm1(x * input_scale) * (alpha * scale))

@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
+from .dtype_policy import opmath
 from .registry import register
-from .special import _F32, _NAN, _float
+from .special import _F32, _NAN
 
 aten = torch.ops.aten
 
@@ -25,8 +26,8 @@ _MAX_LOOP_DEGREE = 2.0 ** 31
 
 def _degree(x, n):
     """(x, n) as float32, broadcast; n truncated toward zero, non-finite n -> -1."""
-    x = _float(x)
-    nf = _float(n)
+    x = opmath(x)
+    nf = opmath(n)
     nf = jnp.where(jnp.isfinite(nf), jnp.trunc(nf), -1.0)
     return jnp.broadcast_arrays(x, nf)
 

@@ -9,6 +9,8 @@ order torch's CPU kernels scan a window in. Reductions over the taps are chains 
 elementwise ops, which XLA fuses into one loop. Windows of more than `_UNROLL_TAPS`
 taps (global pooling of a large map) are instead stacked on a last axis of length K
 (`_stacked_windows`) and reduced with vectorized ops, so the graph stays small.
+Max pooling selects (exact); averages and every backward (which sums the gradients of
+overlapping windows) compute 16-bit inputs in float32 (dtype_policy.py).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import UnsupportedOpError
+from .dtype_policy import EXACT, FLOAT32, accumulates
 from .registry import register
 
 aten = torch.ops.aten
@@ -261,12 +264,14 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode, channels
 
 
 @register(aten.max_pool2d_with_indices.default)
+@accumulates(EXACT)
 def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """(max over each window, flat index of the max within its H * W input plane)."""
     return _max_pool(x, 2, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 @register(aten.max_pool3d_with_indices.default)
+@accumulates(EXACT)
 def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """(max over each window, flat index of the max within its D * H * W input volume)."""
     return _max_pool(x, 3, kernel_size, stride, padding, dilation, ceil_mode)
@@ -329,11 +334,13 @@ def _scatter_to_indices(grad_out, x, indices, nd):
 
 
 @register(aten.max_pool2d_with_indices_backward.default)
+@accumulates(FLOAT32)
 def max_pool2d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
     return _max_pool_backward(grad_out, x, indices, 2, kernel_size, stride, padding, dilation)
 
 
 @register(aten.max_pool3d_with_indices_backward.default)
+@accumulates(FLOAT32)
 def max_pool3d_with_indices_backward(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
     return _max_pool_backward(grad_out, x, indices, 3, kernel_size, stride, padding, dilation)
 
@@ -364,11 +371,13 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
 
 
 @register(aten.avg_pool2d.default)
+@accumulates(FLOAT32)
 def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
     return _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
 @register(aten.avg_pool3d.default)
+@accumulates(FLOAT32)
 def avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
     return _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
@@ -383,8 +392,8 @@ def _avg_pool_backward(nd):
     return backward
 
 
-register(aten.avg_pool2d_backward.default)(_avg_pool_backward(2))
-register(aten.avg_pool3d_backward.default)(_avg_pool_backward(3))
+register(aten.avg_pool2d_backward.default)(accumulates(FLOAT32)(_avg_pool_backward(2)))
+register(aten.avg_pool3d_backward.default)(accumulates(FLOAT32)(_avg_pool_backward(3)))
 
 
 # ---- adaptive ----------------------------------------------------------------------------
@@ -406,11 +415,13 @@ def _adaptive_avg_pool(x, output_size, nd):
 
 
 @register(aten._adaptive_avg_pool2d.default)
+@accumulates(FLOAT32)
 def adaptive_avg_pool2d(x, output_size):
     return _adaptive_avg_pool(x, output_size, 2)
 
 
 @register(aten._adaptive_avg_pool3d.default)
+@accumulates(FLOAT32)
 def adaptive_avg_pool3d(x, output_size):
     return _adaptive_avg_pool(x, output_size, 3)
 
@@ -425,27 +436,31 @@ def _adaptive_avg_pool_backward(nd):
     return backward
 
 
-register(aten._adaptive_avg_pool2d_backward.default)(_adaptive_avg_pool_backward(2))
-register(aten._adaptive_avg_pool3d_backward.default)(_adaptive_avg_pool_backward(3))
+register(aten._adaptive_avg_pool2d_backward.default)(accumulates(FLOAT32)(_adaptive_avg_pool_backward(2)))
+register(aten._adaptive_avg_pool3d_backward.default)(accumulates(FLOAT32)(_adaptive_avg_pool_backward(3)))
 
 
 @register(aten.adaptive_max_pool2d.default)
+@accumulates(EXACT)
 def adaptive_max_pool2d(x, output_size):
     """(max of each adaptive window, its flat index in the H * W plane), torch's scan rule."""
     return _window_max(x, _adaptive_axes(x, output_size, 2))
 
 
 @register(aten.adaptive_max_pool3d.default)
+@accumulates(EXACT)
 def adaptive_max_pool3d(x, output_size):
     return _window_max(x, _adaptive_axes(x, output_size, 3))
 
 
 @register(aten.adaptive_max_pool2d_backward.default)
+@accumulates(FLOAT32)
 def adaptive_max_pool2d_backward(grad_out, x, indices):
     return _scatter_to_indices(grad_out, x, indices, 2)
 
 
 @register(aten.adaptive_max_pool3d_backward.default)
+@accumulates(FLOAT32)
 def adaptive_max_pool3d_backward(grad_out, x, indices):
     return _scatter_to_indices(grad_out, x, indices, 3)
 
@@ -494,21 +509,25 @@ def _fractional_max_pool(x, kernel_size, output_size, samples, nd):
 
 
 @register(aten.fractional_max_pool2d.default)
+@accumulates(EXACT)
 def fractional_max_pool2d(x, kernel_size, output_size, random_samples):
     return _fractional_max_pool(x, kernel_size, output_size, random_samples, 2)
 
 
 @register(aten.fractional_max_pool3d.default)
+@accumulates(EXACT)
 def fractional_max_pool3d(x, kernel_size, output_size, random_samples):
     return _fractional_max_pool(x, kernel_size, output_size, random_samples, 3)
 
 
 @register(aten.fractional_max_pool2d_backward.default)
+@accumulates(FLOAT32)
 def fractional_max_pool2d_backward(grad_out, x, kernel_size, output_size, indices):
     return _scatter_to_indices(grad_out, x, indices, 2)
 
 
 @register(aten.fractional_max_pool3d_backward.default)
+@accumulates(FLOAT32)
 def fractional_max_pool3d_backward(grad_out, x, kernel_size, output_size, indices):
     return _scatter_to_indices(grad_out, x, indices, 3)
 
@@ -541,6 +560,6 @@ def _replication_pad_backward(nd):
     return backward
 
 
-register(aten.replication_pad1d_backward.default)(_replication_pad_backward(1))
-register(aten.replication_pad2d_backward.default)(_replication_pad_backward(2))
-register(aten.replication_pad3d_backward.default)(_replication_pad_backward(3))
+register(aten.replication_pad1d_backward.default)(accumulates(FLOAT32)(_replication_pad_backward(1)))
+register(aten.replication_pad2d_backward.default)(accumulates(FLOAT32)(_replication_pad_backward(2)))
+register(aten.replication_pad3d_backward.default)(accumulates(FLOAT32)(_replication_pad_backward(3)))

@@ -1,7 +1,10 @@
 """Reductions: sum, mean, max/min (with indices), argmax, prod, var, any/all, and the scans
 cumsum, cumprod, logcumsumexp, cummax, cummin.
 
-torch reads `dim=[]` (or None) as "every dimension"; so do these lowerings.
+torch reads `dim=[]` (or None) as "every dimension"; so do these lowerings. Each
+states its accumulation dtype (dtype_policy.py): sums, products, means, variances, norms
+and scans of 16-bit floats accumulate in float32; max/min/arg*/cummax/cummin/any/all
+select or test elements and are exact.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from ..dtypes import jax_dtype
+from .dtype_policy import EXACT, FLOAT32, accumulates, accumulator
 from .registry import register
 
 aten = torch.ops.aten
@@ -24,59 +28,71 @@ def _axes(x, dim):
 
 
 def _acc(x, dtype):
+    """x as a sum of it accumulates: cast to the requested `dtype` (torch rounds the
+    elements to it first), then to that dtype's accumulator; bools count as int32."""
     if dtype is not None:
-        return x.astype(jax_dtype(dtype))
+        x = x.astype(jax_dtype(dtype))
     if x.dtype == jnp.bool_:
         return x.astype(jnp.int32)
-    return x
+    return x.astype(accumulator(x.dtype))
 
 
 @register(aten.sum.dim_IntList)
+@accumulates(FLOAT32)
 def sum_dim(x, dim=None, keepdim=False, dtype=None):
     return jnp.sum(_acc(x, dtype), axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.sum.default)
+@accumulates(FLOAT32)
 def sum_all(x, dtype=None):
     return jnp.sum(_acc(x, dtype))
 
 
 @register(aten.mean.dim)
+@accumulates(FLOAT32)
 def mean_dim(x, dim=None, keepdim=False, dtype=None):
     return jnp.mean(_acc(x, dtype), axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.mean.default)
+@accumulates(FLOAT32)
 def mean_all(x, dtype=None):
     return jnp.mean(_acc(x, dtype))
 
 
 @register(aten.prod.default)
+@accumulates(FLOAT32)
 def prod_all(x, dtype=None):
     return jnp.prod(_acc(x, dtype))
 
 
 @register(aten.prod.dim_int)
+@accumulates(FLOAT32)
 def prod_dim(x, dim, keepdim=False, dtype=None):
     return jnp.prod(_acc(x, dtype), axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.amax.default)
+@accumulates(EXACT)
 def amax(x, dim=(), keepdim=False):
     return jnp.max(x, axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.amin.default)
+@accumulates(EXACT)
 def amin(x, dim=(), keepdim=False):
     return jnp.min(x, axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.max.default)
+@accumulates(EXACT)
 def max_all(x):
     return jnp.max(x)
 
 
 @register(aten.min.default)
+@accumulates(EXACT)
 def min_all(x):
     return jnp.min(x)
 
@@ -95,12 +111,14 @@ def _on_vector_if_scalar(fn):
 
 
 @register(aten.max.dim)
+@accumulates(EXACT)
 @_on_vector_if_scalar
 def max_dim(x, dim, keepdim=False):
     return jnp.max(x, axis=dim, keepdims=keepdim), jnp.argmax(x, axis=dim, keepdims=keepdim)
 
 
 @register(aten.min.dim)
+@accumulates(EXACT)
 @_on_vector_if_scalar
 def min_dim(x, dim, keepdim=False):
     return jnp.min(x, axis=dim, keepdims=keepdim), jnp.argmin(x, axis=dim, keepdims=keepdim)
@@ -117,6 +135,7 @@ def _argmin_dim(x, dim, keepdim=False):
 
 
 @register(aten.argmax.default)
+@accumulates(EXACT)
 def argmax(x, dim=None, keepdim=False):
     if dim is None:
         return jnp.argmax(x.reshape(-1)).reshape((1,) * x.ndim if keepdim else ())
@@ -124,6 +143,7 @@ def argmax(x, dim=None, keepdim=False):
 
 
 @register(aten.argmin.default)
+@accumulates(EXACT)
 def argmin(x, dim=None, keepdim=False):
     if dim is None:
         return jnp.argmin(x.reshape(-1)).reshape((1,) * x.ndim if keepdim else ())
@@ -131,6 +151,7 @@ def argmin(x, dim=None, keepdim=False):
 
 
 @register(aten.var.correction)
+@accumulates(FLOAT32)
 def var(x, dim=None, *, correction=None, keepdim=False):
     """sum((x - mean)**2) / max(0, N - correction), as torch: a correction >= N gives inf
     (or NaN for a constant x), where jnp.var would divide by a negative count."""
@@ -144,11 +165,13 @@ def var(x, dim=None, *, correction=None, keepdim=False):
 
 
 @register(aten.var_mean.correction)
+@accumulates(FLOAT32)
 def var_mean(x, dim=None, *, correction=None, keepdim=False):
     return var(x, dim, correction=correction, keepdim=keepdim), jnp.mean(x, axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.linalg_vector_norm.default)
+@accumulates(FLOAT32)
 def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """sum(|x|**ord)**(1/ord) over `dim` (every dim when None or []); ord inf / -inf is
     max / min of |x|, ord 0 counts the non-zeros."""
@@ -168,32 +191,38 @@ def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 @register(aten.any.default)
+@accumulates(EXACT)
 def any_all(x):
     return jnp.any(x)
 
 
 @register(aten.any.dim, aten.any.dims)
+@accumulates(EXACT)
 def any_dim(x, dim=None, keepdim=False):
     return jnp.any(x, axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.all.default)
+@accumulates(EXACT)
 def all_all(x):
     return jnp.all(x)
 
 
 @register(aten.all.dim, aten.all.dims)
+@accumulates(EXACT)
 def all_dim(x, dim=None, keepdim=False):
     return jnp.all(x, axis=_axes(x, dim), keepdims=keepdim)
 
 
 @register(aten.cumsum.default)
+@accumulates(FLOAT32)
 @_on_vector_if_scalar
 def cumsum(x, dim, dtype=None):
     return jnp.cumsum(_acc(x, dtype), axis=dim)
 
 
 @register(aten.cumprod.default)
+@accumulates(FLOAT32)
 @_on_vector_if_scalar
 def cumprod(x, dim, dtype=None):
     """Also what autograd's backward of prod() computes with."""
@@ -209,6 +238,7 @@ def _scan(fn, operands, dim):
 
 
 @register(aten.logcumsumexp.default)
+@accumulates(FLOAT32)
 @_on_vector_if_scalar
 def logcumsumexp(x, dim):
     """log(cumsum(exp(x))), scanned as pairs (m, s) meaning m + log(s): m is a running max
@@ -252,12 +282,14 @@ def _cum_extreme(x, dim, later_wins):
 
 
 @register(aten.cummax.default)
+@accumulates(EXACT)
 @_on_vector_if_scalar
 def cummax(x, dim):
     return _cum_extreme(x, dim, jnp.greater_equal)
 
 
 @register(aten.cummin.default)
+@accumulates(EXACT)
 @_on_vector_if_scalar
 def cummin(x, dim):
     return _cum_extreme(x, dim, jnp.less_equal)

@@ -1,8 +1,8 @@
 """Special functions: the gamma family, error functions, Hurwitz zeta and the incomplete
 gamma functions, with the float32 helpers that bessel.py and polynomials.py share.
 
-Everything computes in float32 (integer, bool and 16-bit inputs are promoted; the
-interpreter casts the result to torch's dtype). Where jax.scipy.special has an accurate
+Everything computes in float32: operands go through `dtype_policy.opmath` (integer, bool
+and 16-bit inputs are promoted; the interpreter casts the result to torch's dtype). Where jax.scipy.special has an accurate
 float32 version it is used; the rest is written here from the standard mathematics.
 
 Edge values (zeros, poles, infinities, NaN, out-of-domain arguments) follow torch's CPU
@@ -17,6 +17,7 @@ import jax.scipy.special as jss
 import torch
 from jax import lax
 
+from .dtype_policy import opmath
 from .registry import register
 
 aten = torch.ops.aten
@@ -28,12 +29,6 @@ _INF = float("inf")
 _NAN = float("nan")
 
 
-def _float(x):
-    """float32 operand: integer, bool and 16-bit float inputs are promoted (torch computes
-    16-bit special functions in float32 too)."""
-    x = jnp.asarray(x)
-    return x if x.dtype == _F32 else x.astype(_F32)
-
 
 def _c(value):
     """A float32 constant."""
@@ -41,7 +36,7 @@ def _c(value):
 
 
 def _float2(a, b):
-    a, b = jnp.broadcast_arrays(_float(a), _float(b))
+    a, b = jnp.broadcast_arrays(opmath(a), opmath(b))
     return a, b
 
 
@@ -51,13 +46,13 @@ def _float2(a, b):
 @register(aten.lgamma.default)
 def lgamma(x):
     """log|Gamma(x)|; +inf at the poles 0, -1, -2, ..."""
-    return jss.gammaln(_float(x))
+    return jss.gammaln(opmath(x))
 
 
 @register(aten.digamma.default)
 def digamma(x):
     """psi(x) = Gamma'(x) / Gamma(x); psi(+-0) = -+inf, NaN at the negative integers."""
-    x = _float(x)
+    x = opmath(x)
     return jnp.where(x == 0, jnp.copysign(_c(_INF), -x), jss.digamma(x))
 
 
@@ -133,7 +128,7 @@ def _polygamma_high(n: int, x):
 @register(aten.polygamma.default)
 def polygamma(n, x):
     """psi^(n)(x), the n-th derivative of digamma."""
-    x = _float(x)
+    x = opmath(x)
     if n == 0:
         return digamma(x)
     if n == 1:
@@ -370,7 +365,7 @@ def igammac(a, x):
 
 @register(aten.erfc.default)
 def erfc(x):
-    return jss.erfc(_float(x))
+    return jss.erfc(opmath(x))
 
 
 def _split(x):
@@ -412,7 +407,7 @@ def _erfcx_asymptotic(x):
 def special_erfcx(x):
     """erfcx(x) = exp(x^2) erfc(x): exp(x^2) erfc(x) with an exact x^2 below x = 5, the
     asymptotic series above; inf below x ~ -9.4 (exp(x^2) overflows), as torch."""
-    x = _float(x)
+    x = opmath(x)
     large = x >= 5
     xs = jnp.where(large, 0.0, x)
     direct = _exp_of_square(xs) * jss.erfc(xs)
@@ -423,4 +418,4 @@ def special_erfcx(x):
 @register(aten.special_ndtri.default)
 def special_ndtri(p):
     """Phi^-1(p), the standard normal quantile; -inf at 0, inf at 1, NaN outside [0, 1]."""
-    return jss.ndtri(_float(p))
+    return jss.ndtri(opmath(p))

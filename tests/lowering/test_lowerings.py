@@ -11,6 +11,11 @@ Gradient samples call `backward()` inside the compiled function on
 misrouted gradient cannot pass), and return the outputs and the `.grad` of every
 argument that requires grad.
 
+Every sample also runs in bfloat16 and float16 (its float32 arguments converted), judged
+against the same function on float64 copies of the arguments: cstorch's error may be at
+most twice eager torch's at the same dtype (see harness.py and
+cstorch_jax/coverage/accuracy.py).
+
 Ops that never reach a captured graph, because the capture's core-ATen decomposition
 rewrites them into other ops, are checked by calling their lowering directly on jax
 arrays (test_direct_lowerings.py), whose `test_every_lowering_is_sampled` keeps the lists
@@ -25,12 +30,20 @@ import torch.nn.functional as F
 
 import cstorch_jax
 import samples  # noqa: F401  (fills CASES)
-from harness import CASES, INF, Case, assert_same, check, check_grad
-
+from harness import CASES, HALF, INF, Case, assert_same, check, check_grad
 
 @pytest.mark.parametrize("c", [c.param() for c in CASES])
 def test_lowering_matches_torch(c: Case):
     (check_grad if c.grad else check)(c.fn, *c.make_args(), ops=c.ops)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("c", [c.param() for c in CASES])
+def test_lowering_in_16_bit_is_as_accurate_as_eager(c: Case, dtype):
+    args = c.make_args()
+    if not any(isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
+        pytest.skip("no float32 argument to convert: the float32 test covers this sample")
+    (check_grad if c.grad else check)(c.fn, *args, ops=c.ops, dtype=dtype)
 
 
 def test_max_pool_indices_never_point_into_padding():
