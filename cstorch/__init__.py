@@ -9,7 +9,7 @@ from . import backends
 from .random import get_rng_state, manual_seed, set_rng_state
 from ._version import __version__
 from ._backend import Backend, BackendType, backend, current_backend, current_torch_device, use_cs
-from .storage import load, save
+from .storage import InvalidCheckpointError, load, save
 from .closures import checkpoint_closure, step_closure
 from .compile import compile
 from .trace import compile_step, trace
@@ -21,4 +21,5 @@ __all__ = [
     "compile", "trace", "compile_step", "step_closure", "checkpoint_closure", "save", "load", "current_executor",
     "get_rng_state", "set_rng_state", "manual_seed", "amp", "checkpoint", "metrics", "random", "optim", "storage",
     "utils", "distributed", "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError",
+    "InvalidCheckpointError",
 ]
