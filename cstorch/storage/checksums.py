@@ -1,24 +1,38 @@
-"""CRC-32 checksums of an H5 checkpoint, kept in the file's HDF5 user block.
+"""Integrity of an H5 checkpoint: what HDF5 checks itself, and CRC-32s in its user block.
 
-HDF5 checks none of what a checkpoint's values depend on: a flipped bit in a tensor's
-data, in an uncompressed scalar or in a metadata string reads back as a different value
-without any error. So `cstorch.save` reserves an HDF5 user block (a region at the start
-of the file that HDF5 and every reader of the format skip) and writes there, once the
-rest of the file is written:
+`cstorch.save` writes the file so that no damaged byte is ever parsed, decompressed or
+returned unnoticed:
 
-    b"cstorch-checksums crc32 " <length: 10 digits> b"\\n" <JSON> <zero padding>
+- HDF5 checks its own metadata: the file is written with `libver=("v110", "v110")`
+  (readable by HDF5 1.10 and later), whose superblock, object headers, attribute heaps
+  and chunk indexes carry checksums, and every chunked dataset has the Fletcher-32
+  filter after LZ4, so a damaged chunk is refused before LZ4 decodes it.
+- The rest is checked by CRC-32s that `cstorch.save` writes into the HDF5 user block (a
+  region at the start of the file that HDF5 and every reader of the format skip), once
+  the HDF5 file is complete:
 
-The JSON holds the CRC-32 (8 hex digits) of the `__spec__` attribute and, per entry, of
-its `<key>.__metadata__` attribute and of its stored data (the array's bytes as stored,
-or a pickled object's bytes; null for metadata-only entries). Since every digest has the
-same width, the block's size is known before the data is written. `cstorch.load`
-verifies the attributes when it opens the file and each entry's data when it is first
-read. A file without the block (written by the Cerebras release, or an older cstorch) is
-read unverified.
+      b"cstorch-checksums crc32 " <body length: 10 digits> b" " <body CRC> b"\\n" <body> <zeros>
+
+  The body is JSON: the CRC of the `__spec__` attribute; per entry, the CRCs of its
+  `<key>.__metadata__` attribute and of its stored data (dtype, shape and bytes of the
+  array as stored, or the pickled object's bytes; null for metadata-only entries); and
+  the offset, size and CRC of every global heap collection (where HDF5 keeps the text
+  of string attributes, which it does not checksum and whose parser can loop forever
+  on damaged bytes).
+
+`cstorch.load` verifies the heap collections before HDF5 opens the file, the attributes
+after reading them, and each entry's data when it is first read. A well-formed edit
+(e.g. an attribute rewritten with h5py) therefore fails its checksum too. Every size in
+the body has a fixed width, so the user block's size is known before the data is
+written. A file without the block (written by the Cerebras release, an older cstorch, or
+an interrupted save) is read with HDF5's own checks only.
 """
 from __future__ import annotations
 
 import json
+import mmap
+import os
+import struct
 import zlib
 from typing import Optional
 
@@ -27,46 +41,92 @@ import numpy as np
 from .errors import InvalidCheckpointError
 
 MAGIC = b"cstorch-checksums crc32 "
-_LENGTH_DIGITS = 10
+_HEAD = len(MAGIC) + 10 + 1 + 8 + 1
 _PLACEHOLDER = "0" * 8
+_WIDE = "0" * 16  # a file offset or size, in hex
+_HEAP = b"GCOL\x01\x00\x00\x00"  # a global heap collection: signature, version 1, three reserved bytes
+_HEAP_MIN = 4096  # HDF5 never makes a smaller collection
+_SLACK_HEAPS = 64
 
 
 def crc(data) -> str:
-    """CRC-32 of a str (UTF-8), bytes or numpy array (its bytes), as 8 hex digits."""
+    """CRC-32 of a str (UTF-8), bytes or numpy array (its dtype, shape and bytes), as 8
+    hex digits."""
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        data = data.encode("utf-8", "surrogateescape")  # as h5py decodes it
     elif isinstance(data, np.ndarray):
-        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        head = zlib.crc32(f"{data.dtype.str}{list(data.shape)}".encode("ascii"))
+        return f"{zlib.crc32(np.ascontiguousarray(data).reshape(-1).view(np.uint8), head):08x}"
     return f"{zlib.crc32(data):08x}"
 
 
-def _body(spec: str, entries: dict[str, list]) -> bytes:
-    return json.dumps({"__spec__": spec, "entries": entries}, separators=(",", ":")).encode("ascii")
+def _body(spec: str, entries: dict[str, list], heaps: Optional[list]) -> bytes:
+    return json.dumps({"spec": spec, "entries": entries, "heaps": heaps}, separators=(",", ":")).encode("ascii")
 
 
-def block_size(entries: dict[str, bool]) -> int:
+def count_strings(metadata: dict) -> int:
+    """How many strings HDF5 puts in global heaps for these dataset attributes."""
+    return sum(1 if isinstance(v, str) else sum(isinstance(x, str) for x in v) if isinstance(v, list) else 0
+               for v in metadata.values())
+
+
+def block_size(entries: dict[str, bool], strings: int) -> int:
     """The user-block size (a power of two, at least 512, as HDF5 requires) that holds
-    the checksums of `entries` ({key: has_data})."""
+    the checksums of `entries` ({key: has_data}) and of the global heap collections of
+    `strings` strings (each collection holds at least one)."""
     body = _body(_PLACEHOLDER, {k: [_PLACEHOLDER, _PLACEHOLDER if has_data else None] for k, has_data in
-                                entries.items()})
+                                entries.items()}, [[_WIDE, _WIDE, _PLACEHOLDER]] * (strings + _SLACK_HEAPS))
     size = 512
-    while size < len(MAGIC) + _LENGTH_DIGITS + 1 + len(body):
+    while size < _HEAD + len(body):
         size *= 2
     return size
 
 
-def encode_block(spec: str, entries: dict[str, list], size: int) -> bytes:
-    """The user block: the digests `spec` and `entries` ({key: [metadata, data or None]})."""
-    body = _body(spec, entries)
-    head = MAGIC + f"{len(body):0{_LENGTH_DIGITS}d}\n".encode("ascii")
-    block = head + body
-    if len(block) > size:
-        raise ValueError(f"the checksums need {len(block)} bytes, more than the {size} reserved")
-    return block + b"\0" * (size - len(block))
+def _crc_range(fd: int, offset: int, size: int) -> str:
+    value = 0
+    while size > 0:
+        chunk = os.pread(fd, min(size, 16 << 20), offset)
+        if not chunk:
+            break
+        value = zlib.crc32(chunk, value)
+        offset += len(chunk)
+        size -= len(chunk)
+    return f"{value:08x}"
+
+
+def heap_collections(fd: int, start: int, limit: int) -> Optional[list]:
+    """[offset, size, CRC] of every global heap collection in the file after `start`, or
+    None when more than `limit` look like one (data that happens to hold the signature)."""
+    end = os.fstat(fd).st_size
+    found = []
+    if end <= start:
+        return found
+    with mmap.mmap(fd, end, prot=mmap.PROT_READ) as m:
+        at = m.find(_HEAP, start)
+        while at >= 0:
+            if at + 16 <= end:
+                (size,) = struct.unpack("<Q", m[at + 8:at + 16])
+                if _HEAP_MIN <= size <= end - at:
+                    found.append([f"{at:016x}", f"{size:016x}", f"{zlib.crc32(m[at:at + size]):08x}"])
+                    if len(found) > limit:
+                        return None
+            at = m.find(_HEAP, at + 1)
+    return found
+
+
+def seal(path: str, block: int, spec: str, entries: dict[str, list], strings: int) -> None:
+    """Write the checksum block into the user block (of `block` bytes) of the finished file."""
+    with open(path, "r+b") as fh:
+        heaps = heap_collections(fh.fileno(), block, strings + _SLACK_HEAPS)
+        body = _body(spec, entries, heaps)
+        data = MAGIC + f"{len(body):010d} {crc(body)}\n".encode("ascii") + body
+        if len(data) > block:
+            raise ValueError(f"the checksums need {len(data)} bytes, more than the {block} reserved")
+        fh.write(data + b"\0" * (block - len(data)))
 
 
 class Checksums:
-    """The digests read from a file's user block."""
+    """The digests of a file's user block; `read` verifies its heap collections."""
 
     def __init__(self, path: str, spec: str, entries: dict[str, list]):
         self.path = path
@@ -75,28 +135,33 @@ class Checksums:
         self._verified: set[str] = set()
 
     @classmethod
-    def decode(cls, path: str, block: bytes) -> Optional["Checksums"]:
-        """The checksums in user block `block`, or None when it holds none."""
-        if not block.startswith(MAGIC):
+    def read(cls, path: str, fd: int) -> Optional["Checksums"]:
+        """The checksums of the open file `fd` (None when it holds none), after checking
+        the global heap collections they list. Reads no HDF5 structure."""
+        head = os.pread(fd, _HEAD, 0)
+        if not head.startswith(MAGIC):
             return None
-        start = len(MAGIC) + _LENGTH_DIGITS + 1
         try:
-            length = int(block[len(MAGIC):start - 1].decode("ascii"))
-            doc = json.loads(block[start:start + length].decode("ascii"))
-            spec, entries = doc["__spec__"], doc["entries"]
-            ok = isinstance(spec, str) and isinstance(entries, dict) and all(
-                isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], (str, type(None)))
-                for v in entries.values())
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            ok = False
-        if not ok or block[start + length:].strip(b"\0"):
-            raise InvalidCheckpointError(path, "its checksum block (the HDF5 user block) is corrupt; the file is "
-                                               "damaged. Use an earlier checkpoint.")
+            length, digest = head[len(MAGIC):-1].decode("ascii").split(" ")
+            body = os.pread(fd, int(length), _HEAD)
+            if crc(body) != digest:
+                raise ValueError("the block's own checksum does not match")
+            doc = json.loads(body.decode("ascii"))
+            spec, entries, heaps = doc["spec"], doc["entries"], doc["heaps"]
+            for offset, size, digest in heaps or []:
+                if _crc_range(fd, int(offset, 16), int(size, 16)) != digest:
+                    raise InvalidCheckpointError(path, "the checksum of a global heap (the text of its attributes) "
+                                                       "does not match; the file is corrupt. Use an earlier "
+                                                       "checkpoint.")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            raise InvalidCheckpointError(path, f"its checksum block (the HDF5 user block) is corrupt ({e}); the "
+                                               f"file is damaged. Use an earlier checkpoint.") from None
         return cls(path, spec, entries)
 
     def _mismatch(self, what: str, entry: Optional[str] = None) -> InvalidCheckpointError:
         return InvalidCheckpointError(self.path, f"the checksum of {what} does not match the one written with "
-                                                 f"it; the file is corrupt. Use an earlier checkpoint.", entry)
+                                                 f"it; the file is corrupt or was changed after it was saved. Use an "
+                                                 f"earlier checkpoint.", entry)
 
     def verify_metadata(self, spec_text: str, metadata_texts: dict[str, str]) -> None:
         """Check `__spec__` and every `<key>.__metadata__` attribute (as stored)."""
@@ -104,17 +169,17 @@ class Checksums:
             raise self._mismatch("the __spec__ attribute")
         if set(metadata_texts) != set(self.entries):
             raise InvalidCheckpointError(self.path, "its checksums list other entries than its structure; the file "
-                                                    "is corrupt. Use an earlier checkpoint.")
+                                                    "is corrupt.")
         for key, text in metadata_texts.items():
             if crc(text) != self.entries[key][0]:
                 raise self._mismatch("its metadata", key)
 
     def verify_data(self, key: str, data) -> None:
-        """Check an entry's stored data (checked once per open file: later reads are
-        covered by the file being unchanged)."""
+        """Check an entry's stored data (once per open file: later reads are covered by
+        the file being unchanged)."""
         if key in self._verified:
             return
-        expected = self.entries[key][1]
+        expected = self.entries.get(key, [None, None])[1]
         if expected is None or crc(data) != expected:
             raise self._mismatch("its data", key)
         self._verified.add(key)

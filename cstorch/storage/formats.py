@@ -19,12 +19,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import h5py
 import torch
 
 from . import serializers
 from .errors import InvalidCheckpointError
-from .h5 import H5Reader, H5Tensor, read_h5, write_h5
+from .h5 import H5Reader, H5Tensor, is_h5, read_h5, write_h5
 from .layout import Layout, entry_tensor, state_of
 from .orbax_dir import is_orbax_dir, read_orbax, write_orbax
 from .torch_file import is_torch_file, read_torch, torch_load, write_torch
@@ -84,11 +83,7 @@ def register(fmt: CheckpointFormat) -> None:
     FORMATS[fmt.name] = fmt
 
 
-def _is_h5(path: str) -> bool:
-    return os.path.isfile(path) and h5py.is_hdf5(path)
-
-
-register(CheckpointFormat("h5", "H5 checkpoint", _is_h5, read_h5, write_h5, _load_h5))
+register(CheckpointFormat("h5", "H5 checkpoint", is_h5, read_h5, write_h5, _load_h5))
 register(CheckpointFormat("orbax", "cstorch orbax directory", is_orbax_dir, read_orbax, write_orbax, _load_orbax))
 register(CheckpointFormat("torch", "torch pickle", is_torch_file, read_torch, write_torch, _load_torch))
 

@@ -5,9 +5,9 @@ File root attributes: `__spec__` (JSON `[skeleton, treespec]`), `__version__` = 
 written last. One dataset per tensor, numpy array or pickled object, flat at the root
 and named by its dotted key. Tensor datasets hold the numpy data (bfloat16 as its int16
 bit pattern), LZ4-compressed through hdf5plugin (filter 32004) unless 0-d; a pickled
-object is an empty dataset whose `__BYTES__` attribute holds the pickle. The HDF5 user
-block holds CRC-32 checksums of the attributes and data (`checksums.py`); readers of
-the format skip it.
+object is an empty dataset whose `__BYTES__` attribute holds the pickle. HDF5 checksums
+its own structures and, through the Fletcher-32 filter, every chunk; the HDF5 user block
+holds CRC-32s of the rest (`checksums.py`). Readers of the format need nothing more.
 
 Writing is atomic (`atomic.py`): a temporary file is written, flushed and linked to
 `path`, which must not exist; large arrays are written in slabs so that Ctrl-C stops a
@@ -34,12 +34,14 @@ from cstorch_jax import LazyTensor
 
 from . import serializers
 from .atomic import write_atomically
-from .checksums import Checksums, block_size, crc, encode_block
+from .checksums import Checksums, block_size, count_strings, crc, seal
 from .errors import InvalidCheckpointError
 from .layout import (FORMAT_VERSION, NUMPY, NUMPY_DTYPES, OBJECT, TENSOR, Entry, Layout, check_layout, entry_metadata,
                      entry_tensor, key_metadata, structure, tensor_dtype)
 
 _LZ4 = hdf5plugin.LZ4()
+_LIBVER = ("v110", "v110")  # checksummed superblock, object headers, heaps and chunk indexes (HDF5 >= 1.10)
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SLAB_BYTES = 64 << 20  # a large array is written in slabs of about this size, with a safe point after each
 _MAX_EXPANSION = 1024  # LZ4 expands data at most ~255 times: a dataset larger than this times the file is corrupt
 
@@ -53,8 +55,8 @@ def _write_array(f: h5py.File, key: str, arr: np.ndarray, check: Callable[[], No
     if arr.ndim == 0:
         return f.create_dataset(key, data=arr)
     if arr.nbytes <= SLAB_BYTES:
-        return f.create_dataset(key, data=arr, **_LZ4)
-    ds = f.create_dataset(key, shape=arr.shape, dtype=arr.dtype, **_LZ4)
+        return f.create_dataset(key, data=arr, fletcher32=True, **_LZ4)
+    ds = f.create_dataset(key, shape=arr.shape, dtype=arr.dtype, fletcher32=True, **_LZ4)
     row_bytes = max(1, arr.nbytes // arr.shape[0])
     rows = max(1, SLAB_BYTES // row_bytes // ds.chunks[0]) * ds.chunks[0]  # whole chunks per slab
     for start in range(0, arr.shape[0], rows):
@@ -88,11 +90,12 @@ def _progress(total: int, desc: str):
 
 
 def _write_file(layout: Layout, tmp: str, check: Callable[[], None]) -> None:
-    size = block_size({e.key: e.payload is not None for e in layout.entries})
+    strings = 2 + len(layout.entries) + sum(count_strings(e.metadata) for e in layout.entries if e.payload)
+    size = block_size({e.key: e.payload is not None for e in layout.entries}, strings)
     digests = {}
     progress = _progress(len(layout.entries), "Saving checkpoint")
     try:
-        with h5py.File(tmp, "w", userblock_size=size) as f:
+        with h5py.File(tmp, "w", userblock_size=size, libver=_LIBVER) as f:
             spec = layout.spec_json
             f.attrs["__spec__"] = spec
             f.attrs["__version__"] = FORMAT_VERSION
@@ -109,8 +112,8 @@ def _write_file(layout: Layout, tmp: str, check: Callable[[], None]) -> None:
     finally:
         if progress is not None:
             progress.close()
-    with open(tmp, "r+b") as fh:
-        fh.write(encode_block(crc(spec), digests, size))
+    check()
+    seal(tmp, size, crc(spec), digests, strings)
 
 
 def write_h5(layout: Layout, path, allow_pickle: bool = False) -> None:
@@ -130,6 +133,22 @@ def _stored_dtype(meta: dict) -> tuple[Optional[np.dtype], bool]:
     return (np.dtype(np.int16) if bf16 else None), bf16
 
 
+def is_h5(path: str) -> bool:
+    """Whether `path` is an HDF5 file: its signature at offset 0, 512, 1024, 2048, ...
+    (after a user block), found without HDF5 parsing anything."""
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        offset = 0
+        while offset + len(_SIGNATURE) <= size:
+            f.seek(offset)
+            if f.read(len(_SIGNATURE)) == _SIGNATURE:
+                return True
+            offset = 512 if offset == 0 else offset * 2
+    return False
+
+
 def _flag(value) -> bool:
     return isinstance(value, (bool, np.bool_)) and bool(value)
 
@@ -139,6 +158,11 @@ class H5Reader:
 
     def __init__(self, path: str):
         self.path = os.fspath(path)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            self.checksums = Checksums.read(self.path, fd)  # before HDF5 parses anything
+        finally:
+            os.close(fd)
         try:
             self.file = h5py.File(self.path, "r")
         except Exception as e:
@@ -146,12 +170,10 @@ class H5Reader:
                 self.path, f"the file is truncated or corrupt: HDF5 cannot open it ({e}). The file was probably cut "
                            f"short by a failed copy or an interrupted write; use an earlier checkpoint.") from e
         self._stat = self._fingerprint()
-        self.checksums = self._h5("its user block", self._read_checksums)
-        attrs = self._h5("its attributes", lambda: dict(self.file.attrs.items()))
-        if "__version__" not in attrs:
+        version = self._attr("__version__")
+        if version is None:
             raise InvalidCheckpointError(self.path, "it is an HDF5 file but not a cstorch checkpoint (it has no "
                                                     "__version__ attribute).")
-        version = attrs["__version__"]
         if not (isinstance(version, (int, float, np.integer, np.floating)) and not isinstance(version, bool)):
             raise InvalidCheckpointError(self.path, f"its __version__ attribute is {version!r}, not a number; the "
                                                     f"file is corrupt.")
@@ -161,11 +183,10 @@ class H5Reader:
                     if version < FORMAT_VERSION else "was written by a newer release")
             raise InvalidCheckpointError(self.path, f"it has format version {version}, which {hint}. This cstorch "
                                                     f"reads format version {FORMAT_VERSION}.")
-        if not _flag(attrs.get("__SUCCESS__")):
+        if not _flag(self._attr("__SUCCESS__")):
             raise InvalidCheckpointError(self.path, "Cannot load partially written checkpoint: it has no __SUCCESS__ "
                                                     "marker, so the save that wrote it did not finish. Use an earlier "
                                                     "checkpoint.")
-        self._attrs = attrs
 
     def _h5(self, what: str, read: Callable, entry: Optional[str] = None):
         """`read()`, with whatever h5py raises on a damaged file as an InvalidCheckpointError."""
@@ -177,15 +198,24 @@ class H5Reader:
             raise InvalidCheckpointError(self.path, f"HDF5 cannot read {what} ({type(e).__name__}: {e}); the file is "
                                                     f"corrupt.", entry) from e
 
+    def _attr(self, name: str, entry: Optional[str] = None):
+        """A root attribute's value, or None when there is none. An attribute that claims
+        more data than the file holds is corrupt (reading it would allocate that much)."""
+        def read():
+            attrs = self.file.attrs
+            if name not in attrs:
+                return None
+            aid = attrs.get_id(name)
+            if aid.shape is not None and int(np.prod(aid.shape, dtype=object)) * aid.dtype.itemsize > self._stat[1]:
+                raise InvalidCheckpointError(self.path, f"its attribute {name} claims shape {list(aid.shape)}, more "
+                                                        f"than the file holds; the file is corrupt.", entry)
+            return attrs[name]
+
+        return self._h5(f"the attribute {name}", read, entry)
+
     def _fingerprint(self):
         st = os.fstat(self.file.id.get_vfd_handle())
         return st.st_mtime_ns, st.st_size
-
-    def _read_checksums(self) -> Optional[Checksums]:
-        size = self.file.userblock_size
-        if not size:
-            return None
-        return Checksums.decode(self.path, os.pread(self.file.id.get_vfd_handle(), size, 0))
 
     def check_unchanged(self, key: str) -> None:
         if serializers.check_deferred_backing_storage and self._fingerprint() != self._stat:
@@ -197,9 +227,9 @@ class H5Reader:
             )
 
     def _text(self, name: str, entry: Optional[str] = None) -> str:
-        if name not in self._attrs:
+        value = self._attr(name, entry)
+        if value is None:
             raise InvalidCheckpointError(self.path, f"it has no {name} attribute; the file is corrupt.", entry)
-        value = self._attrs[name]
         if isinstance(value, bytes):
             try:
                 value = value.decode("utf-8")
@@ -220,7 +250,7 @@ class H5Reader:
         except (TypeError, ValueError) as e:
             raise InvalidCheckpointError(self.path, f"its __spec__ attribute is not a [skeleton, treespec] pair "
                                                     f"({e}); the file is corrupt.") from None
-        layout = Layout(skeleton, treespec, cstorch_version=str(self._attrs.get("__cstorch_version__", "")),
+        layout = Layout(skeleton, treespec, cstorch_version=str(self._attr("__cstorch_version__") or ""),
                         source=self.path)
         texts = {}
         for key in structure(layout)[1]:
