@@ -16,16 +16,17 @@ returned unnoticed:
   The body is JSON: the CRC of the `__spec__` attribute; per entry, the CRCs of its
   `<key>.__metadata__` attribute and of its stored data (dtype, shape and bytes of the
   array as stored, or the pickled object's bytes; null for metadata-only entries); and
-  the offset, size and CRC of every global heap collection (where HDF5 keeps the text
-  of string attributes, which it does not checksum and whose parser can loop forever
-  on damaged bytes).
+  the offset of every global heap collection, where HDF5 keeps the text of string
+  attributes without a checksum.
 
-`cstorch.load` verifies the heap collections before HDF5 opens the file, the attributes
-after reading them, and each entry's data when it is first read. A well-formed edit
-(e.g. an attribute rewritten with h5py) therefore fails its checksum too. Every size in
-the body has a fixed width, so the user block's size is known before the data is
-written. A file without the block (written by the Cerebras release, an older cstorch, or
-an interrupted save) is read with HDF5's own checks only.
+`cstorch.load` checks the structure of those heap collections before HDF5 opens the file
+(HDF5's own parser loops forever on some damaged ones: `check_heap` refuses what would
+make it loop or read past the collection), the attributes' CRCs after reading them, and
+each entry's data CRC when it is first read. A well-formed edit (e.g. an attribute
+rewritten with h5py) therefore fails its checksum too, after the checks that say what is
+wrong with it. Every number in the body has a fixed width, so the user block's size is
+known before the data is written. A file without the block (written by the Cerebras
+release, an older cstorch, or an interrupted save) is read with HDF5's own checks only.
 """
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ from .errors import InvalidCheckpointError
 MAGIC = b"cstorch-checksums crc32 "
 _HEAD = len(MAGIC) + 10 + 1 + 8 + 1
 _PLACEHOLDER = "0" * 8
-_WIDE = "0" * 16  # a file offset or size, in hex
+_OFFSET = "0" * 16  # a file offset, in hex
 _HEAP = b"GCOL\x01\x00\x00\x00"  # a global heap collection: signature, version 1, three reserved bytes
 _HEAP_MIN = 4096  # HDF5 never makes a smaller collection
+_OBJECT_HEADER = 16  # heap object index (2), reference count (2), reserved (4), size (8)
 _SLACK_HEAPS = 64
 
 
@@ -75,28 +77,16 @@ def block_size(entries: dict[str, bool], strings: int) -> int:
     the checksums of `entries` ({key: has_data}) and of the global heap collections of
     `strings` strings (each collection holds at least one)."""
     body = _body(_PLACEHOLDER, {k: [_PLACEHOLDER, _PLACEHOLDER if has_data else None] for k, has_data in
-                                entries.items()}, [[_WIDE, _WIDE, _PLACEHOLDER]] * (strings + _SLACK_HEAPS))
+                                entries.items()}, [_OFFSET] * (strings + _SLACK_HEAPS))
     size = 512
     while size < _HEAD + len(body):
         size *= 2
     return size
 
 
-def _crc_range(fd: int, offset: int, size: int) -> str:
-    value = 0
-    while size > 0:
-        chunk = os.pread(fd, min(size, 16 << 20), offset)
-        if not chunk:
-            break
-        value = zlib.crc32(chunk, value)
-        offset += len(chunk)
-        size -= len(chunk)
-    return f"{value:08x}"
-
-
 def heap_collections(fd: int, start: int, limit: int) -> Optional[list]:
-    """[offset, size, CRC] of every global heap collection in the file after `start`, or
-    None when more than `limit` look like one (data that happens to hold the signature)."""
+    """The offsets (hex) of the global heap collections in the file after `start`, or None
+    when more than `limit` look like one (data that happens to hold the signature)."""
     end = os.fstat(fd).st_size
     found = []
     if end <= start:
@@ -104,14 +94,36 @@ def heap_collections(fd: int, start: int, limit: int) -> Optional[list]:
     with mmap.mmap(fd, end, prot=mmap.PROT_READ) as m:
         at = m.find(_HEAP, start)
         while at >= 0:
-            if at + 16 <= end:
-                (size,) = struct.unpack("<Q", m[at + 8:at + 16])
-                if _HEAP_MIN <= size <= end - at:
-                    found.append([f"{at:016x}", f"{size:016x}", f"{zlib.crc32(m[at:at + size]):08x}"])
-                    if len(found) > limit:
-                        return None
+            if check_heap(fd, at) is None:
+                found.append(f"{at:016x}")
+                if len(found) > limit:
+                    return None
             at = m.find(_HEAP, at + 1)
     return found
+
+
+def check_heap(fd: int, offset: int) -> Optional[str]:
+    """What is wrong with the global heap collection at `offset`, walking its objects as
+    HDF5 does (each object: a 16-byte header, then its size rounded up to 8 bytes; index 0
+    is the free space, its size counting its header), or None when HDF5 can parse it. A
+    collection that is no longer there (freed by a later edit) is no concern: HDF5 reaches
+    collections only through checksummed object headers."""
+    head = os.pread(fd, 16, offset)
+    if head[:4] != _HEAP[:4]:
+        return None
+    (size,) = struct.unpack("<Q", head[8:16])
+    if head[4:8] != _HEAP[4:] or size < _HEAP_MIN or offset + size > os.fstat(fd).st_size:
+        return f"a global heap collection at {offset} has a damaged header"
+    data = os.pread(fd, size, offset)
+    at = 16
+    while at + _OBJECT_HEADER <= size:
+        index, _ = struct.unpack("<HH", data[at:at + 4])
+        (length,) = struct.unpack("<Q", data[at + 8:at + 16])
+        need = _OBJECT_HEADER + (length + 7) // 8 * 8 if index else length
+        if need < _OBJECT_HEADER or at + need > size:
+            return f"an object of the global heap collection at {offset} is damaged"
+        at += need
+    return None
 
 
 def seal(path: str, block: int, spec: str, entries: dict[str, list], strings: int) -> None:
@@ -126,7 +138,7 @@ def seal(path: str, block: int, spec: str, entries: dict[str, list], strings: in
 
 
 class Checksums:
-    """The digests of a file's user block; `read` verifies its heap collections."""
+    """The digests of a file's user block; `read` checks its heap collections."""
 
     def __init__(self, path: str, spec: str, entries: dict[str, list]):
         self.path = path
@@ -137,7 +149,7 @@ class Checksums:
     @classmethod
     def read(cls, path: str, fd: int) -> Optional["Checksums"]:
         """The checksums of the open file `fd` (None when it holds none), after checking
-        the global heap collections they list. Reads no HDF5 structure."""
+        the structure of the global heap collections they list. Reads nothing else."""
         head = os.pread(fd, _HEAD, 0)
         if not head.startswith(MAGIC):
             return None
@@ -148,11 +160,10 @@ class Checksums:
                 raise ValueError("the block's own checksum does not match")
             doc = json.loads(body.decode("ascii"))
             spec, entries, heaps = doc["spec"], doc["entries"], doc["heaps"]
-            for offset, size, digest in heaps or []:
-                if _crc_range(fd, int(offset, 16), int(size, 16)) != digest:
-                    raise InvalidCheckpointError(path, "the checksum of a global heap (the text of its attributes) "
-                                                       "does not match; the file is corrupt. Use an earlier "
-                                                       "checkpoint.")
+            for offset in heaps or []:
+                problem = check_heap(fd, int(offset, 16))
+                if problem is not None:
+                    raise InvalidCheckpointError(path, f"{problem}; the file is corrupt. Use an earlier checkpoint.")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             raise InvalidCheckpointError(path, f"its checksum block (the HDF5 user block) is corrupt ({e}); the "
                                                f"file is damaged. Use an earlier checkpoint.") from None

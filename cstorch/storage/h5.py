@@ -226,8 +226,10 @@ class H5Reader:
                 f"`with cstorch.storage.serializers.check_deferred_backing_storage(False):`."
             )
 
-    def _text(self, name: str, entry: Optional[str] = None) -> str:
+    def _text(self, name: str, entry: Optional[str] = None, default: Optional[str] = None) -> str:
         value = self._attr(name, entry)
+        if value is None and default is not None:
+            return default
         if value is None:
             raise InvalidCheckpointError(self.path, f"it has no {name} attribute; the file is corrupt.", entry)
         if isinstance(value, bytes):
@@ -250,7 +252,7 @@ class H5Reader:
         except (TypeError, ValueError) as e:
             raise InvalidCheckpointError(self.path, f"its __spec__ attribute is not a [skeleton, treespec] pair "
                                                     f"({e}); the file is corrupt.") from None
-        layout = Layout(skeleton, treespec, cstorch_version=str(self._attr("__cstorch_version__") or ""),
+        layout = Layout(skeleton, treespec, cstorch_version=self._text("__cstorch_version__", default=""),
                         source=self.path)
         texts = {}
         for key in structure(layout)[1]:

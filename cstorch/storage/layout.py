@@ -316,6 +316,7 @@ def structure(layout: Layout) -> tuple[pytree.TreeSpec, list[str]]:
     try:
         spec = pytree.treespec_loads(layout.treespec)
         keys = flat_keys(spec)
+        pytree.tree_unflatten([None] * spec.num_leaves, spec)  # every node's context fits its children
     except Exception as e:  # anything torch's treespec parser raises on a garbled string
         raise InvalidCheckpointError(layout.source, f"its tree structure (__spec__) cannot be read ({type(e).__name__}"
                                                     f": {e}); the file is corrupt.") from None

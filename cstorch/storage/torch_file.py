@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import zipfile
 
 import torch
 
@@ -19,6 +18,7 @@ from .layout import OBJECT, Layout, entry_tensor, layout_of, state_of
 
 # pickle protocol 2, then the long 0x1950a86a20f9469cfc6c that torch.save writes first
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+_ZIP_MAGIC = b"PK\x03\x04"  # a zip archive's first local file header (torch's default format)
 
 
 def is_torch_file(path: str) -> bool:
@@ -26,7 +26,7 @@ def is_torch_file(path: str) -> bool:
         return False
     with open(path, "rb") as f:
         head = f.read(len(_LEGACY_MAGIC))
-    return head == _LEGACY_MAGIC or (head.startswith(b"PK") and zipfile.is_zipfile(path))
+    return head == _LEGACY_MAGIC or head.startswith(_ZIP_MAGIC)
 
 
 def torch_load(f, map_location=None, allow_pickle: bool = False, **kwargs):

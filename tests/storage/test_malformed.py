@@ -1,0 +1,291 @@
+"""Malformed checkpoints: every one raises `cstorch.InvalidCheckpointError` naming the file
+and the entry, promptly (link cycles), never a silent cast (dtype metadata that disagrees
+with the stored data), never a bare KeyError/JSONDecodeError or a pickle hint for a file
+that is no checkpoint. Also: torch pickles load with `weights_only=True` explicitly,
+orphan temporary files of killed saves are cleaned up by the next save, and keep-N
+ignores them."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import types
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import cstorch
+
+_CHECKSUMS = b"cstorch-checksums"
+
+
+@contextlib.contextmanager
+def _within(seconds: float):
+    """Fail instead of hanging: a Python loop that does not end gets a TimeoutError."""
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _without_checksums(path) -> None:
+    """Make a cstorch file like one of the Cerebras release, which has no checksum block,
+    so that the check under test, not the checksum, finds the damage."""
+    with open(path, "r+b") as f:
+        if f.read(len(_CHECKSUMS)) == _CHECKSUMS:
+            f.seek(0)
+            f.write(b"\0" * len(_CHECKSUMS))
+
+
+def _edit(path, key, change, keep_checksums=False) -> None:
+    """Rewrite the metadata of `key` after `change(metadata)` changed it in place."""
+    name = f"{key}.__metadata__"
+    with h5py.File(path, "a") as f:
+        doc = json.loads(f.attrs[name])
+        change(doc[name])
+        f.attrs[name] = json.dumps(doc, indent=4)
+    if not keep_checksums:
+        _without_checksums(path)
+
+
+def _link(target):
+    def change(m):
+        m.clear()
+        m.update({"key": target, "__LINKED__": True, "__TYPE__": "LinkedObject", "__NONE__": True})
+
+    return change
+
+
+def _load_all(path, **kwargs):
+    """Load and materialise every tensor."""
+    sd = cstorch.load(path, **kwargs)
+    return {k: (v + 0 if isinstance(v, torch.Tensor) else v) for k, v in sd.items()}
+
+
+def _raises(path, entry, match):
+    with _within(20):
+        with pytest.raises(cstorch.InvalidCheckpointError, match=match) as e:
+            _load_all(path)
+    assert e.value.path == str(path) and str(path) in str(e.value)
+    assert e.value.entry == entry
+    if entry is not None:
+        assert repr(entry) in str(e.value)
+    assert isinstance(e.value, RuntimeError)
+    return e.value
+
+
+@pytest.fixture
+def tied(tmp_path):
+    path = tmp_path / "tied.mdl"
+    w = torch.arange(6.0)
+    cstorch.save({"a": w, "b": w, "c": w, "n": 3}, path)
+    return path
+
+
+# -- 3: links ---------------------------------------------------------------------------
+def test_a_link_to_itself_is_refused_not_followed_forever(tied):
+    _edit(tied, "b", _link("b"))
+    _raises(tied, "b", r"cycle \(b -> b\)")
+
+
+def test_links_that_form_a_cycle_are_refused(tied):
+    _edit(tied, "a", _link("b"))
+    _edit(tied, "b", _link("a"))
+    _raises(tied, "a", r"cycle \(a -> b -> a\)")
+
+
+def test_a_link_to_a_missing_entry_is_refused(tied):
+    _edit(tied, "c", _link("gone"))
+    _raises(tied, "c", "links to 'gone', which the checkpoint does not hold")
+
+
+def test_a_chain_of_links_is_followed_and_tied(tied):
+    _edit(tied, "c", _link("b"))  # c -> b -> a
+    sd = cstorch.load(tied)
+    assert sd["c"] is sd["b"] is sd["a"] and torch.equal(sd["c"] + 0, torch.arange(6.0))
+
+
+# -- 4: stored dtype against metadata ---------------------------------------------------
+@pytest.mark.parametrize("stored,said", [
+    (torch.tensor([1.5, -2.75]), "torch.int32"),  # float read as int: would truncate
+    (torch.tensor([2 ** 40, -1]), "torch.int32"),  # int64 read as int32: would wrap
+    (torch.tensor([1.0, 2.0]), "torch.bfloat16"),  # float32 read as bf16: would fail in a reshape
+    (torch.tensor([1, 2], dtype=torch.int16), "torch.float16"),  # same width, another meaning
+    (torch.tensor(3.0), "torch.int32"),  # 0-d
+    (torch.tensor([True, False]), "torch.uint8"),
+])
+def test_metadata_dtype_that_disagrees_with_the_stored_data_is_refused(tmp_path, stored, said):
+    path = tmp_path / "d.mdl"
+    cstorch.save({"t": stored}, path)
+    _edit(path, "t", lambda m: m.update(dtypes=[said]))
+    sd = cstorch.load(path)
+    assert sd["t"].dtype == getattr(torch, said[6:])  # the metadata is all a lazy load reads
+    with pytest.raises(cstorch.InvalidCheckpointError, match=rf"holds \w+ data but its metadata says {said}") as e:
+        sd["t"] + 0
+    assert e.value.entry == "t" and str(path) in str(e.value)
+
+
+def test_a_numpy_entry_marked_bfloat16_must_hold_int16(tmp_path):
+    path = tmp_path / "n.mdl"
+    cstorch.save({"a": np.ones(3, np.float32)}, path)
+    _edit(path, "a", lambda m: m.update(is_bfloat16=True))
+    _raises(path, "a", r"holds float32 data but its metadata says bfloat16")
+
+
+def test_the_checksum_catches_an_edit_that_is_well_formed(tmp_path):
+    path = tmp_path / "c.mdl"
+    cstorch.save({"t": torch.tensor([1.5, 2.5]), "n": 7}, path)
+    _edit(path, "n", lambda m: m.update(scalar_value=8), keep_checksums=True)
+    _raises(path, "n", "checksum of its metadata does not match")
+    cstorch.save({"t": torch.tensor([1.5, 2.5])}, tmp_path / "d.mdl")
+    with h5py.File(tmp_path / "d.mdl", "a") as f:
+        f["t"][0] = 9.0
+    _raises(tmp_path / "d.mdl", "t", "checksum of its data does not match")
+
+
+# -- 5: one error type, naming the file and the entry ------------------------------------
+@pytest.mark.parametrize("change,entry,match", [
+    (lambda path: _edit(path, "w", lambda m: m.pop("__TYPE__")), "w", "kind None"),
+    (lambda path: _edit(path, "n", lambda m: m.pop("scalar_value")), "n", "scalar None"),
+    (lambda path: _edit(path, "w", lambda m: m.update(shapes=[[-1]])), "w", "shapes"),
+    (lambda path: _edit(path, "w", lambda m: m.update(dtypes=["torch.float99"])), "w", "float99"),
+])
+def test_garbled_metadata(tmp_path, change, entry, match):
+    path = tmp_path / "g.mdl"
+    cstorch.save({"w": torch.ones(2), "n": 1}, path)
+    change(path)
+    _raises(path, entry, match)
+
+
+def test_metadata_that_is_not_json(tmp_path):
+    path = tmp_path / "j.mdl"
+    cstorch.save({"w": torch.ones(2)}, path)
+    with h5py.File(path, "a") as f:
+        f.attrs["w.__metadata__"] = '{"__objects__": ["w"], "w.__meta'
+    _without_checksums(path)
+    _raises(path, "w", "not valid JSON")
+
+
+def test_a_spec_that_is_not_json(tmp_path):
+    path = tmp_path / "s.mdl"
+    cstorch.save({"w": torch.ones(2)}, path)
+    with h5py.File(path, "a") as f:
+        f.attrs["__spec__"] = "[{"
+    _without_checksums(path)
+    _raises(path, None, "__spec__ attribute is not a")
+
+
+@pytest.mark.parametrize("content", [os.urandom(4096), b"", b"PK\x03\x04 not really a zip", b"\x89HDF\r\n\x1a\n"])
+def test_a_file_that_is_no_checkpoint_gets_a_plain_message(tmp_path, content):
+    path = tmp_path / "random.mdl"
+    path.write_bytes(content)
+    e = _raises(path, None, "Failed to load checkpoint file|corrupt")
+    assert "allow_pickle" not in str(e)
+
+
+def test_a_damaged_torch_pickle(tmp_path):
+    path = tmp_path / "t.pt"
+    torch.save({"a": torch.arange(100)}, path)
+    data = bytearray(path.read_bytes())
+    path.write_bytes(bytes(data[: len(data) // 2]))
+    e = _raises(path, None, "torch pickle is corrupt")
+    assert "allow_pickle" not in str(e)
+
+
+def test_truncated_checkpoint_is_the_project_error(tmp_path):
+    path = tmp_path / "t.mdl"
+    cstorch.save({"w": torch.randn(64, 64)}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    _raises(path, None, "truncated or corrupt|checksum")
+
+
+# -- weights_only --------------------------------------------------------------------------
+class _Thing:
+    pass
+
+
+def test_torch_load_is_weights_only_whatever_the_environment_says(tmp_path, monkeypatch):
+    path = tmp_path / "obj.pt"
+    torch.save({"a": torch.ones(1), "obj": _Thing()}, path)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # would unpickle anything
+    with pytest.raises(RuntimeError, match="pass allow_pickle=True if you trust the file") as e:
+        cstorch.load(path)
+    assert not isinstance(e.value, cstorch.InvalidCheckpointError)  # the file is fine; it needs consent
+    assert isinstance(cstorch.load(path, allow_pickle=True)["obj"], _Thing)
+
+
+# -- orphan temporary files ------------------------------------------------------------------
+_KILLED_SAVE = textwrap.dedent("""
+    import sys, time, torch, cstorch
+    from cstorch_jax import LazyTensor
+
+    class Slow(LazyTensor):
+        def _fetch(self):
+            open(sys.argv[2], "w").close()
+            time.sleep(60)
+            return torch.zeros(4)
+
+    cstorch.save({"w": torch.randn(64, 64), "slow": Slow((4,), torch.float32)}, sys.argv[1])
+""")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_orphan_temp_files_of_killed_saves_are_removed_by_the_next_save(tmp_path):
+    target, started = tmp_path / "ckpt_2.mdl", tmp_path / "started"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(target), str(started)])
+    try:
+        deadline = time.time() + 120
+        while not started.exists():
+            assert proc.poll() is None and time.time() < deadline, "the saving process did not start writing"
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    orphans = [p.name for p in tmp_path.iterdir() if p.name.startswith("ckpt_2.mdl.") and p.suffix == ".tmp"]
+    assert len(orphans) == 1
+    from cstorch.storage.atomic import temp_path
+
+    ours_live = os.path.basename(temp_path(str(tmp_path / "live.mdl")))  # this process runs: not an orphan
+    dead = ours_live.replace(f"-{os.getpid()}-", f"-{_dead_pid()}-").replace("live.mdl", "dead.mdl")
+    for name in (ours_live, dead, "old.mdl.1a2b3c4d.tmp", "notes.tmp"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "started").unlink()
+
+    cstorch.save({"w": torch.ones(2)}, tmp_path / "ckpt_3.mdl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ckpt_3.mdl", ours_live, "old.mdl.1a2b3c4d.tmp",
+                                                                 "notes.tmp"])
+
+
+def test_keep_n_and_the_latest_checkpoint_ignore_temp_files(tmp_path):
+    from cstorch.storage.atomic import temp_path
+    from cstorch.trainer.callbacks.checkpoint import Checkpoint
+
+    ckpt = Checkpoint(steps=1)
+    ckpt.setup(types.SimpleNamespace(model_dir=str(tmp_path)))
+    for step in (1, 2):
+        cstorch.save({"step": step}, tmp_path / f"checkpoint_{step}.mdl")
+    with open(temp_path(str(tmp_path / "checkpoint_3.mdl")), "wb") as f:
+        f.write(b"partial")
+    assert [step for step, _ in ckpt.checkpoints()] == [1, 2]
+    assert ckpt.latest() == str(tmp_path / "checkpoint_2.mdl")
