@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ import pytest
 import torch
 
 import cstorch
+from cstorch.storage.atomic import temp_path
+from cstorch.trainer import Checkpoint, Trainer, TrainingLoop
 
 _CHECKSUMS = b"cstorch-checksums"
 
@@ -188,7 +191,8 @@ def test_a_spec_that_is_not_json(tmp_path):
     _raises(path, None, "__spec__ attribute is not a")
 
 
-@pytest.mark.parametrize("content", [os.urandom(4096), b"", b"PK\x03\x04 not really a zip", b"\x89HDF\r\n\x1a\n"])
+@pytest.mark.parametrize("content", [random.Random(0).randbytes(4096), b"", b"PK\x03\x04 not really a zip",
+                                     b"\x89HDF\r\n\x1a\n"], ids=["random", "empty", "zip-magic", "hdf5-magic"])
 def test_a_file_that_is_no_checkpoint_gets_a_plain_message(tmp_path, content):
     path = tmp_path / "random.mdl"
     path.write_bytes(content)
@@ -264,8 +268,6 @@ def test_orphan_temp_files_of_killed_saves_are_removed_by_the_next_save(tmp_path
             proc.kill()
     orphans = [p.name for p in tmp_path.iterdir() if p.name.startswith("ckpt_2.mdl.") and p.suffix == ".tmp"]
     assert len(orphans) == 1
-    from cstorch.storage.atomic import temp_path
-
     ours_live = os.path.basename(temp_path(str(tmp_path / "live.mdl")))  # this process runs: not an orphan
     dead = ours_live.replace(f"-{os.getpid()}-", f"-{_dead_pid()}-").replace("live.mdl", "dead.mdl")
     for name in (ours_live, dead, "old.mdl.1a2b3c4d.tmp", "notes.tmp"):
@@ -278,9 +280,6 @@ def test_orphan_temp_files_of_killed_saves_are_removed_by_the_next_save(tmp_path
 
 
 def test_keep_n_and_the_latest_checkpoint_ignore_temp_files(tmp_path):
-    from cstorch.storage.atomic import temp_path
-    from cstorch.trainer.callbacks.checkpoint import Checkpoint
-
     ckpt = Checkpoint(steps=1)
     ckpt.setup(types.SimpleNamespace(model_dir=str(tmp_path)))
     for step in (1, 2):
@@ -289,3 +288,39 @@ def test_keep_n_and_the_latest_checkpoint_ignore_temp_files(tmp_path):
         f.write(b"partial")
     assert [step for step, _ in ckpt.checkpoints()] == [1, 2]
     assert ckpt.latest() == str(tmp_path / "checkpoint_2.mdl")
+
+
+# -- the Trainer's autoload ------------------------------------------------------------------------
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, batch):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.fc(x), y)
+
+
+def _loader():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,), generator=g)
+    return cstorch.utils.data.DataLoader(
+        lambda: torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4, drop_last=True))
+
+
+def _fit(model_dir, max_steps):
+    trainer = Trainer(device="CPU", model_dir=str(model_dir), model=_Net, loggers=[], seed=0,
+                      optimizer=lambda m: cstorch.optim.SGD(m.parameters(), lr=0.1),
+                      loop=TrainingLoop(max_steps=max_steps, eval_frequency=None), checkpoint=Checkpoint(steps=2))
+    trainer.fit(_loader())
+
+
+def test_fit_refuses_to_autoload_a_checkpoint_whose_links_form_a_cycle(tmp_path):
+    _fit(tmp_path, 2)
+    path = tmp_path / "checkpoint_2.mdl"
+    assert path.exists()
+    _edit(path, "model.fc.weight", _link("model.fc.weight"))
+    cstorch._backend._reset_backend()
+    with _within(60):
+        with pytest.raises(cstorch.InvalidCheckpointError, match=r"cycle \(model.fc.weight -> model.fc.weight\)"):
+            _fit(tmp_path, 4)
