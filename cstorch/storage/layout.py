@@ -154,8 +154,8 @@ def key_metadata(key: str, metadata: dict) -> str:
 
 
 def entry_metadata(source, key: str, key_attr) -> dict:
-    """The leaf metadata inside a `<key>.__metadata__` attribute (not yet checked, see
-    `check_metadata`)."""
+    """The leaf metadata inside a `<key>.__metadata__` attribute (its content is checked
+    by `check_layout`)."""
     try:
         m = json.loads(key_attr)
     except (TypeError, ValueError) as e:
