@@ -6,6 +6,7 @@ import os
 
 from .._backend import backend
 from ..distributed.processes import is_main_process
+from ..unsupported import module_getattr
 from . import serializers
 from .errors import InvalidCheckpointError
 from .formats import FORMATS, CheckpointFormat, detect, state_from_layout
@@ -15,6 +16,7 @@ from .torch_file import torch_load
 
 __all__ = ["save", "load", "PickledObject", "H5Tensor", "FORMAT_VERSION", "serializers", "InvalidCheckpointError",
            "FORMATS", "CheckpointFormat", "detect", "state_from_layout"]
+__getattr__ = module_getattr(__name__)  # names of the real module not provided here (cstorch.unsupported)
 
 
 def save(state_dict, ckpt_path, *, allow_pickle: bool = False) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
 import h5py
@@ -32,6 +33,7 @@ from tqdm import tqdm
 
 from cstorch_jax import LazyTensor
 
+from ..backends import csx
 from . import serializers
 from .atomic import write_atomically
 from .checksums import Checksums, block_size, count_strings, crc, seal
@@ -65,11 +67,11 @@ def _write_array(f: h5py.File, key: str, arr: np.ndarray, check: Callable[[], No
     return ds
 
 
-def _write_entry(f: h5py.File, e: Entry, check: Callable[[], None]) -> Optional[str]:
-    """Write the entry's dataset, if it has one; the checksum of its stored data."""
+def _write_entry(f: h5py.File, e: Entry, value, check: Callable[[], None]) -> Optional[str]:
+    """Write the entry's dataset (`value` is its payload), if it has one; the checksum of
+    its stored data."""
     if e.payload is None:
         return None
-    value = e.payload()
     if e.kind == OBJECT:
         data = bytes(value)
         ds = f.create_dataset(e.key, data=h5py.Empty("f"), track_order=True)
@@ -81,6 +83,25 @@ def _write_entry(f: h5py.File, e: Entry, check: Callable[[], None]) -> Optional[
     ds.attrs.update(e.metadata)
     ds.attrs["__NUMPY__"] = True
     return crc(arr)
+
+
+def _payloads(entries):
+    """(entry, payload) in order, the payloads (host copies of the tensors) made by
+    `cstorch.backends.csx.performance.transfer_processes` threads, a bounded window ahead.
+    Abandoned (an interrupted save), it cancels the copies not yet started."""
+    workers = csx.performance.transfer_processes
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cstorch-save")
+    try:
+        window = []
+        for e in entries:
+            window.append((e, pool.submit(e.payload) if e.payload is not None else None))
+            if len(window) > 2 * workers:
+                e0, f0 = window.pop(0)
+                yield e0, f0.result() if f0 is not None else None
+        for e0, f0 in window:
+            yield e0, f0.result() if f0 is not None else None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _progress(total: int, desc: str):
@@ -100,9 +121,9 @@ def _write_file(layout: Layout, tmp: str, check: Callable[[], None]) -> None:
             f.attrs["__spec__"] = spec
             f.attrs["__version__"] = FORMAT_VERSION
             f.attrs["__cstorch_version__"] = layout.cstorch_version
-            for e in layout.entries:
+            for e, value in _payloads(layout.entries):
                 check()
-                data_digest = _write_entry(f, e, check)
+                data_digest = _write_entry(f, e, value, check)
                 text = key_metadata(e.key, e.metadata)
                 f.attrs[f"{e.key}.__metadata__"] = text
                 digests[e.key] = [crc(text), data_digest]

@@ -32,6 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._version import __version__
+from ..backends import csx
 from .errors import InvalidCheckpointError
 
 FORMAT_VERSION = 0.5
@@ -200,7 +201,8 @@ def tensor_metadata(shape, dtype: torch.dtype) -> dict:
     meta = {"__TORCH__": True, "shapes": [list(shape)], "dtypes": [str(dtype)]}
     if dtype in RTFX_CODES:
         meta["rtfx_dtypes"] = [RTFX_CODES[dtype]]
-    meta.update({"__TYPE__": TENSOR, "__NUMPY__": True, "compressed": False})
+    # `compressed` records the compress_weights flag, as the real writer does
+    meta.update({"__TYPE__": TENSOR, "__NUMPY__": True, "compressed": bool(csx.performance.compress_weights)})
     return meta
 
 

@@ -176,11 +176,11 @@ def test_an_interrupted_save_leaves_nothing(tmp_path, monkeypatch):
     calls = []
     real = cstorch.storage.h5._write_entry
 
-    def write_entry(f, e, check):
+    def write_entry(f, e, value, check):
         calls.append(e.key)
         if len(calls) == 3:
             os.kill(os.getpid(), signal.SIGINT)
-        return real(f, e, check)
+        return real(f, e, value, check)
 
     monkeypatch.setattr(cstorch.storage.h5, "_write_entry", write_entry)
     cstorch.save({"before": torch.ones(2)}, tmp_path / "before.mdl")
