@@ -191,6 +191,13 @@ class H5Reader:
                 self.path, f"the file is truncated or corrupt: HDF5 cannot open it ({e}). The file was probably cut "
                            f"short by a failed copy or an interrupted write; use an earlier checkpoint.") from e
         self._stat = self._fingerprint()
+        try:
+            self._check_header()
+        except BaseException:
+            self.file.close()
+            raise
+
+    def _check_header(self) -> None:
         version = self._attr("__version__")
         if version is None:
             raise InvalidCheckpointError(self.path, "it is an HDF5 file but not a cstorch checkpoint (it has no "
