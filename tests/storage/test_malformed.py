@@ -171,22 +171,17 @@ def test_garbled_metadata(tmp_path, change, entry, match):
     _raises(path, entry, match)
 
 
-def test_metadata_that_is_not_json(tmp_path):
+@pytest.mark.parametrize("name,text,entry,match", [
+    ("w.__metadata__", '{"__objects__": ["w"], "w.__meta', "w", "not valid JSON"),
+    ("__spec__", "[{", None, "__spec__ attribute is not a"),
+])
+def test_an_attribute_that_is_not_json(tmp_path, name, text, entry, match):
     path = tmp_path / "j.mdl"
     cstorch.save({"w": torch.ones(2)}, path)
     with h5py.File(path, "a") as f:
-        f.attrs["w.__metadata__"] = '{"__objects__": ["w"], "w.__meta'
+        f.attrs[name] = text
     _without_checksums(path)
-    _raises(path, "w", "not valid JSON")
-
-
-def test_a_spec_that_is_not_json(tmp_path):
-    path = tmp_path / "s.mdl"
-    cstorch.save({"w": torch.ones(2)}, path)
-    with h5py.File(path, "a") as f:
-        f.attrs["__spec__"] = "[{"
-    _without_checksums(path)
-    _raises(path, None, "__spec__ attribute is not a")
+    _raises(path, entry, match)
 
 
 @pytest.mark.parametrize("content", [random.Random(0).randbytes(4096), b"", b"PK\x03\x04 not really a zip",
