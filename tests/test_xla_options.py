@@ -12,9 +12,9 @@ from cstorch_jax.xla_options import CPU_OPTIONS, compiler_options
 YNN = "xla_cpu_experimental_ynn_fusion_type"
 
 
-def test_cpu_options_keep_ynnpack_for_dots_only():
+def test_cpu_options_keep_ynnpack_for_dots_and_reductions():
     assert compiler_options("cpu") == CPU_OPTIONS
-    assert CPU_OPTIONS[YNN] == "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
+    assert CPU_OPTIONS[YNN] == "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"
     assert compiler_options("gpu") == {}
 
 
@@ -36,7 +36,8 @@ def test_compiled_step_runs_convolutions_outside_ynnpack_and_matches_torch():
     x, w, v = torch.randn(4, 8, 10, 10), torch.randn(16, 8, 3, 3), torch.randn(16 * 8 * 8, 32)
 
     def fn(x, w, v):
-        return torch.nn.functional.conv2d(x, w).flatten(1) @ v
+        y = torch.nn.functional.conv2d(x, w)
+        return y.flatten(1) @ v, y.sum((0, 2, 3))  # the sum: what a bias gradient computes
 
     step = cstorch_jax.jit(fn)
     hlo = str(step.lower(x, w, v).hlo)
@@ -44,7 +45,9 @@ def test_compiled_step_runs_convolutions_outside_ynnpack_and_matches_torch():
     fusions = _custom_fusion_ops(hlo)
     assert not any("convolution" in ops for ops in fusions), fusions
     assert any("dot" in ops for ops in fusions), "the dot should still go to YNNPACK"
-    np.testing.assert_allclose(step(x, w, v).numpy(), fn(x, w, v).numpy(), rtol=1e-4, atol=1e-4)
+    assert any("reduce" in ops for ops in fusions), "the sum over the convolution's output should go to YNNPACK"
+    for got, want in zip(step(x, w, v), fn(x, w, v)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_single_device_cpu_batches_are_fresh_host_arrays():
