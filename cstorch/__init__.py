@@ -10,7 +10,7 @@ from . import backends
 from .random import get_rng_state, manual_seed, set_rng_state
 from ._version import __version__
 from ._backend import Backend, BackendType, backend, current_backend, current_torch_device, use_cs
-from .storage import load, save
+from .storage import InvalidCheckpointError, load, save
 from .closures import checkpoint_closure, step_closure
 from .compile import compile
 from .trace import compile_step, trace
@@ -38,6 +38,7 @@ __all__ = [
     "compile", "trace", "compile_step", "step_closure", "checkpoint_closure", "save", "load", "current_executor",
     "get_rng_state", "set_rng_state", "manual_seed", "amp", "checkpoint", "metrics", "random", "optim", "storage",
     "utils", "distributed", "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError",
+    "InvalidCheckpointError",
     "backends", "nn", "sparse", "mesh", "experimental", "profiler", "core", "full", "full_like", "ones", "ones_like",
     "zeros", "zeros_like", "tensor", "from_numpy", "to_numpy", "make_constant", "name_scope", "set_debug_scope",
     "add_debug_name", "get_debug_name", "pol", "current_pol", "device", "device_annotation",

@@ -1,77 +1,65 @@
-"""Checkpoint conversions and inspection.
+"""Checkpoint conversions and inspection, over the formats of `cstorch.storage.FORMATS`
+(`h5`, `orbax`, `torch`).
 
-- `to_orbax(h5_path, orbax_dir)` / `from_orbax(orbax_dir, h5_path)`: exact, in both
-  directions (every dtype, metadata, links and pickled objects, never unpickled).
-- `to_torch(path, torch_path)`: `torch.save` of the loaded state, readable by
-  `torch.load(..., weights_only=True)` when it holds only tensors and Python values.
+- `convert(src, dst, to)`: any checkpoint `cstorch.load` reads, written in format `to`.
+  H5 <-> orbax is exact in both directions (every dtype, metadata, links and pickled
+  objects, never unpickled).
+- `to_orbax(path, orbax_dir)`, `from_orbax(orbax_dir, h5_path)`, `to_h5(path, h5_path)`,
+  `to_torch(path, torch_path)`: `convert` to one format. A torch pickle written by
+  `to_torch` is readable by `torch.load(..., weights_only=True)` when it holds only
+  tensors and Python values.
 - `info(path)`: what a checkpoint holds.
 - `python -m cstorch.checkpoint info|convert ...` on the command line.
 """
 from __future__ import annotations
 
 import os
-import uuid
 from dataclasses import dataclass
 from typing import Optional
 
-import torch
+from ..storage import FORMATS, detect
+from ..storage.layout import FORMAT_VERSION, LINK, NUMPY, OBJECT, TENSOR, Layout, PickledObject, tensor_dtype
 
-from ..storage import load, state_from_layout
-from ..storage.h5 import H5Reader, write_h5
-from ..storage.layout import FORMAT_VERSION, LINK, NUMPY, OBJECT, Layout, PickledObject, layout_of, tensor_dtype
-from .orbax_format import read_orbax, write_orbax
-
-__all__ = ["to_orbax", "from_orbax", "to_torch", "to_h5", "info", "read_layout", "EntryInfo"]
+__all__ = ["convert", "to_orbax", "from_orbax", "to_torch", "to_h5", "info", "read_layout", "EntryInfo"]
 
 
-def read_layout(path) -> Layout:
-    """The layout of an H5 checkpoint file or a cstorch orbax directory."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        return read_orbax(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"No checkpoint at '{path}'.")
-    return H5Reader(path).layout()
+def read_layout(path, allow_pickle: bool = False) -> Layout:
+    """The checked layout of any checkpoint `cstorch.load` reads."""
+    return detect(path).read(os.fspath(path), allow_pickle=allow_pickle)
 
 
-def to_orbax(h5_path, orbax_dir) -> None:
-    """Write the H5 checkpoint `h5_path` as a new orbax-checkpoint directory."""
-    write_orbax(read_layout(h5_path), os.fspath(orbax_dir))
+def convert(src, dst, to: str, *, allow_pickle: bool = False) -> None:
+    """Write the checkpoint `src` (of any format) as a new checkpoint `dst` of format
+    `to`. Pickled objects are unpickled only with `allow_pickle=True`, which writing a
+    torch pickle needs when there are any."""
+    if to not in FORMATS:
+        raise ValueError(f"Unknown checkpoint format {to!r}; cstorch writes {', '.join(FORMATS)}.")
+    dst = os.fspath(dst)
+    if os.path.exists(dst):
+        raise FileExistsError(f"'{dst}' already exists. Please delete it and run again.")
+    FORMATS[to].write(read_layout(src, allow_pickle), dst, allow_pickle=allow_pickle)
+
+
+def to_orbax(path, orbax_dir) -> None:
+    """Write the checkpoint `path` as a new orbax-checkpoint directory."""
+    convert(path, orbax_dir, "orbax")
 
 
 def from_orbax(orbax_dir, h5_path) -> None:
     """Write the orbax directory made by `to_orbax` back as an H5 checkpoint."""
-    write_h5(read_orbax(os.fspath(orbax_dir)), os.fspath(h5_path))
+    convert(orbax_dir, h5_path, "h5")
 
 
 def to_h5(path, h5_path, *, allow_pickle: bool = False) -> None:
     """Write any checkpoint `cstorch.load` reads (e.g. a torch pickle) as H5."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        return from_orbax(path, h5_path)
-    write_h5(layout_of(load(path, allow_pickle=allow_pickle), allow_pickle), os.fspath(h5_path))
+    convert(path, h5_path, "h5", allow_pickle=allow_pickle)
 
 
 def to_torch(path, torch_path, *, allow_pickle: bool = False) -> None:
     """`torch.save` the state of checkpoint `path` into a new file `torch_path`.
     Pickled objects are unpickled only with `allow_pickle=True`. Numpy arrays stay
     numpy arrays, so a state holding them needs `torch.load(..., weights_only=False)`."""
-    path, torch_path = os.fspath(path), os.fspath(torch_path)
-    if os.path.exists(torch_path):
-        raise FileExistsError(f"'{torch_path}' already exists. Please delete it and run again.")
-    layout = read_layout(path)
-    if not allow_pickle and any(e.kind == OBJECT for e in layout.entries):
-        keys = [e.key for e in layout.entries if e.kind == OBJECT]
-        raise ValueError(f"The checkpoint holds pickled objects at {keys}; converting them to a torch pickle means "
-                         f"unpickling them. Pass allow_pickle=True (--allow-pickle) if you trust the file.")
-    state = state_from_layout(layout, None, allow_pickle=allow_pickle)  # plain tensors; links stay tied
-    tmp = f"{torch_path}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, torch_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    convert(path, torch_path, "torch", allow_pickle=allow_pickle)
 
 
 @dataclass
@@ -92,15 +80,16 @@ class EntryInfo:
 
 def info(path) -> tuple[dict, list[EntryInfo]]:
     """(header, entries) of a checkpoint: format facts, then one EntryInfo per leaf."""
-    layout = read_layout(path)
-    header = {"path": os.fspath(path), "format": "orbax" if os.path.isdir(path) else "h5",
-              "format_version": FORMAT_VERSION, "cstorch_version": layout.cstorch_version, "entries": len(layout.entries)}
+    fmt = detect(path)
+    layout = fmt.read(os.fspath(path))
+    header = {"path": os.fspath(path), "format": fmt.name, "format_version": FORMAT_VERSION,
+              "cstorch_version": layout.cstorch_version, "entries": len(layout.entries)}
     out = []
     for e in layout.entries:
         m = e.metadata
         kind = e.kind.removesuffix("Serializer")
-        if "shapes" in m:
-            out.append(EntryInfo(e.key, kind, tuple(m["shapes"][0]), str(tensor_dtype(e.key, m)).removeprefix("torch.")))
+        if e.kind == TENSOR:
+            out.append(EntryInfo(e.key, kind, tuple(m["shapes"][0]), str(tensor_dtype(m)).removeprefix("torch.")))
         elif e.kind == LINK:
             out.append(EntryInfo(e.key, kind, value=m["key"]))
         elif e.kind == OBJECT:

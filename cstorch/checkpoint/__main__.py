@@ -1,14 +1,15 @@
 """python -m cstorch.checkpoint info PATH
 python -m cstorch.checkpoint convert SRC DST --to {h5,orbax,torch} [--allow-pickle]
 
-SRC may be an H5 checkpoint, an orbax directory written by cstorch, or (for --to h5)
-a torch pickle. DST must not exist."""
+SRC may be an H5 checkpoint, an orbax directory written by cstorch or a torch pickle.
+DST must not exist."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import info, to_h5, to_orbax, to_torch
+from ..storage import FORMATS
+from . import convert, info
 
 
 def _info(args) -> None:
@@ -21,12 +22,7 @@ def _info(args) -> None:
 
 
 def _convert(args) -> None:
-    if args.to == "orbax":
-        to_orbax(args.src, args.dst)
-    elif args.to == "torch":
-        to_torch(args.src, args.dst, allow_pickle=args.allow_pickle)
-    else:
-        to_h5(args.src, args.dst, allow_pickle=args.allow_pickle)
+    convert(args.src, args.dst, args.to, allow_pickle=args.allow_pickle)
     print(f"wrote {args.dst}")
 
 
@@ -36,10 +32,10 @@ def main(argv=None) -> int:
     p = sub.add_parser("info", help="list what a checkpoint holds")
     p.add_argument("path")
     p.set_defaults(run=_info)
-    p = sub.add_parser("convert", help="convert between H5, orbax and torch pickle")
+    p = sub.add_parser("convert", help="convert between " + ", ".join(f.description for f in FORMATS.values()))
     p.add_argument("src")
     p.add_argument("dst")
-    p.add_argument("--to", choices=["h5", "orbax", "torch"], required=True)
+    p.add_argument("--to", choices=list(FORMATS), required=True)
     p.add_argument("--allow-pickle", action="store_true", help="unpickle objects stored in the checkpoint")
     p.set_defaults(run=_convert)
     args = parser.parse_args(argv)

@@ -5,63 +5,93 @@ File root attributes: `__spec__` (JSON `[skeleton, treespec]`), `__version__` = 
 written last. One dataset per tensor, numpy array or pickled object, flat at the root
 and named by its dotted key. Tensor datasets hold the numpy data (bfloat16 as its int16
 bit pattern), LZ4-compressed through hdf5plugin (filter 32004) unless 0-d; a pickled
-object is an empty dataset whose `__BYTES__` attribute holds the pickle.
+object is an empty dataset whose `__BYTES__` attribute holds the pickle. HDF5 checksums
+its own structures and, through the Fletcher-32 filter, every chunk; the HDF5 user block
+holds CRC-32s of the rest (`checksums.py`). Readers of the format need nothing more.
 
-Writing is atomic: a temporary file `<path>.<8 hex>.tmp` is written, flushed to disk
-and then linked to `path`, which must not exist. Reading keeps the file open;
-tensors are read when first used (`H5Tensor`), after checking that the file has not
-changed since it was opened.
+Writing is atomic (`atomic.py`): a temporary file is written, flushed and linked to
+`path`, which must not exist; large arrays are written in slabs so that Ctrl-C stops a
+save between two of them. Reading keeps the file open and checks everything it uses:
+the attributes when opened, each dataset's dtype and shape against the entry's metadata
+when first read, and the checksums. Tensors are read when used (`H5Tensor`), after
+checking that the file has not changed since it was opened.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
-import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Optional
 
 import h5py
 import hdf5plugin
 import ml_dtypes
 import numpy as np
 import torch
-from torch.utils._pytree import treespec_loads
+from tqdm import tqdm
 
 from cstorch_jax import LazyTensor
 
+from ..backends import csx
 from . import serializers
-from .layout import (FORMAT_VERSION, NUMPY, OBJECT, TENSOR, Entry, Layout, entry_metadata, entry_tensor, flat_keys,
-                     key_metadata)
+from .atomic import write_atomically
+from .checksums import Checksums, block_size, count_strings, crc, seal
+from .errors import InvalidCheckpointError
+from .layout import (FORMAT_VERSION, NUMPY, NUMPY_DTYPES, OBJECT, TENSOR, Entry, Layout, check_layout, entry_metadata,
+                     entry_tensor, key_metadata, structure, tensor_dtype)
 
 _LZ4 = hdf5plugin.LZ4()
+_LIBVER = ("v110", "v110")  # checksummed superblock, object headers, heaps and chunk indexes (HDF5 >= 1.10)
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+SLAB_BYTES = 64 << 20  # a large array is written in slabs of about this size, with a safe point after each
+_MAX_EXPANSION = 1024  # LZ4 expands data at most ~255 times: a dataset larger than this times the file is corrupt
 
 
+# -- writing --------------------------------------------------------------------------------
 def _stored_array(a: np.ndarray) -> np.ndarray:
     return a.view(np.int16) if a.dtype == ml_dtypes.bfloat16 else a
 
 
-def _write_entry(f: h5py.File, e: Entry, value) -> None:
+def _write_array(f: h5py.File, key: str, arr: np.ndarray, check: Callable[[], None]) -> h5py.Dataset:
+    if arr.ndim == 0:
+        return f.create_dataset(key, data=arr)
+    if arr.nbytes <= SLAB_BYTES:
+        return f.create_dataset(key, data=arr, fletcher32=True, **_LZ4)
+    ds = f.create_dataset(key, shape=arr.shape, dtype=arr.dtype, fletcher32=True, **_LZ4)
+    row_bytes = max(1, arr.nbytes // arr.shape[0])
+    rows = max(1, SLAB_BYTES // row_bytes // ds.chunks[0]) * ds.chunks[0]  # whole chunks per slab
+    for start in range(0, arr.shape[0], rows):
+        ds[start:start + rows] = arr[start:start + rows]
+        check()
+    return ds
+
+
+def _write_entry(f: h5py.File, e: Entry, value, check: Callable[[], None]) -> Optional[str]:
+    """Write the entry's dataset (`value` is its payload), if it has one; the checksum of
+    its stored data."""
     if e.payload is None:
-        return
+        return None
     if e.kind == OBJECT:
+        data = bytes(value)
         ds = f.create_dataset(e.key, data=h5py.Empty("f"), track_order=True)
         ds.attrs.update(e.metadata)
-        ds.attrs["__BYTES__"] = np.void(bytes(value))
-        return
+        ds.attrs["__BYTES__"] = np.void(data)
+        return crc(data)
     arr = _stored_array(np.require(value, requirements="C"))
-    ds = f.create_dataset(e.key, data=arr, **(_LZ4 if arr.ndim else {}))
+    ds = _write_array(f, e.key, arr, check)
     ds.attrs.update(e.metadata)
     ds.attrs["__NUMPY__"] = True
+    return crc(arr)
 
 
 def _payloads(entries):
     """(entry, payload) in order, the payloads (host copies of the tensors) made by
-    `cstorch.backends.csx.performance.transfer_processes` threads, a bounded window ahead."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..backends import csx
-
+    `cstorch.backends.csx.performance.transfer_processes` threads, a bounded window ahead.
+    Abandoned (an interrupted save), it cancels the copies not yet started."""
     workers = csx.performance.transfer_processes
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cstorch-save") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cstorch-save")
+    try:
         window = []
         for e in entries:
             window.append((e, pool.submit(e.payload) if e.payload is not None else None))
@@ -70,63 +100,78 @@ def _payloads(entries):
                 yield e0, f0.result() if f0 is not None else None
         for e0, f0 in window:
             yield e0, f0.result() if f0 is not None else None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _progress(total: int, desc: str):
     if total < 64 or not sys.stdout.isatty():
         return None
-    from tqdm import tqdm
-
     return tqdm(total=total, desc=desc, unit=" entries", dynamic_ncols=True, file=sys.stdout)
 
 
-def _publish(tmp: str, path: str) -> None:
-    """Make `tmp` appear at `path` in one step, never replacing an existing file."""
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise FileExistsError(f"Checkpoint at '{path}' already exists. Please delete the checkpoint and run "
-                              f"again.") from None
-    except OSError:  # a file system without hard links
-        if os.path.exists(path):
-            raise FileExistsError(f"Checkpoint at '{path}' already exists. Please delete the checkpoint and run "
-                                  f"again.") from None
-        os.replace(tmp, path)
-        return
-    os.remove(tmp)
-
-
-def write_h5(layout: Layout, path: str) -> None:
-    """Write `layout` as a new H5 checkpoint at `path` (atomically; `path` must not exist)."""
-    path = os.fspath(path)
-    if os.path.exists(path):
-        raise FileExistsError(f"Checkpoint at '{path}' already exists. Please delete the checkpoint and run again.")
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+def _write_file(layout: Layout, tmp: str, check: Callable[[], None]) -> None:
+    strings = 2 + len(layout.entries) + sum(count_strings(e.metadata) for e in layout.entries if e.payload)
+    size = block_size({e.key: e.payload is not None for e in layout.entries}, strings)
+    digests = {}
     progress = _progress(len(layout.entries), "Saving checkpoint")
     try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["__spec__"] = layout.spec_json
+        with h5py.File(tmp, "w", userblock_size=size, libver=_LIBVER) as f:
+            spec = layout.spec_json
+            f.attrs["__spec__"] = spec
             f.attrs["__version__"] = FORMAT_VERSION
             f.attrs["__cstorch_version__"] = layout.cstorch_version
             for e, value in _payloads(layout.entries):
-                _write_entry(f, e, value)
-                f.attrs[f"{e.key}.__metadata__"] = key_metadata(e.key, e.metadata)
+                check()
+                data_digest = _write_entry(f, e, value, check)
+                text = key_metadata(e.key, e.metadata)
+                f.attrs[f"{e.key}.__metadata__"] = text
+                digests[e.key] = [crc(text), data_digest]
                 if progress is not None:
                     progress.update(1)
             f.attrs["__SUCCESS__"] = True
-        with open(tmp, "rb+") as fd:
-            os.fsync(fd.fileno())
-        _publish(tmp, path)
-        dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
     finally:
         if progress is not None:
             progress.close()
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    check()
+    seal(tmp, size, crc(spec), digests, strings)
+
+
+def write_h5(layout: Layout, path, allow_pickle: bool = False) -> None:
+    """Write `layout` as a new H5 checkpoint at `path` (atomically; `path` must not exist).
+    Pickled objects are carried as bytes, whatever `allow_pickle` says."""
+    write_atomically(path, lambda tmp, check: _write_file(layout, tmp, check))
+
+
+# -- reading --------------------------------------------------------------------------------
+def _stored_dtype(meta: dict) -> tuple[Optional[np.dtype], bool]:
+    """The dtype an entry's dataset must have (None: any, for a numpy array) and whether
+    it holds bfloat16 bit patterns."""
+    if meta["__TYPE__"] == TENSOR:
+        dtype = tensor_dtype(meta)
+        return np.dtype(np.int16 if dtype == torch.bfloat16 else NUMPY_DTYPES[dtype]), dtype == torch.bfloat16
+    bf16 = bool(meta.get("is_bfloat16"))
+    return (np.dtype(np.int16) if bf16 else None), bf16
+
+
+def is_h5(path: str) -> bool:
+    """Whether `path` is an HDF5 file: its signature at offset 0, 512, 1024, 2048, ...
+    (after a user block), found without HDF5 parsing anything."""
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        offset = 0
+        while offset + len(_SIGNATURE) <= size:
+            f.seek(offset)
+            if f.read(len(_SIGNATURE)) == _SIGNATURE:
+                return True
+            offset = 512 if offset == 0 else offset * 2
+    return False
+
+
+def _flag(value) -> bool:
+    return isinstance(value, (bool, np.bool_)) and bool(value)
 
 
 class H5Reader:
@@ -134,27 +179,67 @@ class H5Reader:
 
     def __init__(self, path: str):
         self.path = os.fspath(path)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            self.checksums = Checksums.read(self.path, fd)  # before HDF5 parses anything
+        finally:
+            os.close(fd)
         try:
             self.file = h5py.File(self.path, "r")
-        except OSError as e:
-            raise RuntimeError(
-                f"Checkpoint '{self.path}' is truncated or corrupt: HDF5 cannot open it ({e}). The file was probably "
-                f"cut short by a failed copy or an interrupted write; use an earlier checkpoint."
-            ) from e
+        except Exception as e:
+            raise InvalidCheckpointError(
+                self.path, f"the file is truncated or corrupt: HDF5 cannot open it ({e}). The file was probably cut "
+                           f"short by a failed copy or an interrupted write; use an earlier checkpoint.") from e
         self._stat = self._fingerprint()
-        attrs = self.file.attrs
-        if "__version__" not in attrs:
-            raise RuntimeError(f"'{self.path}' is an HDF5 file but not a cstorch checkpoint (it has no __version__ "
-                               f"attribute).")
-        version = float(attrs["__version__"])
+        try:
+            self._check_header()
+        except BaseException:
+            self.file.close()
+            raise
+
+    def _check_header(self) -> None:
+        version = self._attr("__version__")
+        if version is None:
+            raise InvalidCheckpointError(self.path, "it is an HDF5 file but not a cstorch checkpoint (it has no "
+                                                    "__version__ attribute).")
+        if not (isinstance(version, (int, float, np.integer, np.floating)) and not isinstance(version, bool)):
+            raise InvalidCheckpointError(self.path, f"its __version__ attribute is {version!r}, not a number; the "
+                                                    f"file is corrupt.")
+        version = float(version)
         if version != FORMAT_VERSION:
             hint = ("is an older (legacy) layout; re-save it with the Cerebras release that wrote it"
                     if version < FORMAT_VERSION else "was written by a newer release")
-            raise RuntimeError(f"Checkpoint '{self.path}' has format version {version}, which {hint}. This cstorch "
-                               f"reads format version {FORMAT_VERSION}.")
-        if not attrs.get("__SUCCESS__", False):
-            raise RuntimeError(f"Cannot load partially written checkpoint at '{self.path}': it has no __SUCCESS__ "
-                               f"marker, so the save that wrote it did not finish. Use an earlier checkpoint.")
+            raise InvalidCheckpointError(self.path, f"it has format version {version}, which {hint}. This cstorch "
+                                                    f"reads format version {FORMAT_VERSION}.")
+        if not _flag(self._attr("__SUCCESS__")):
+            raise InvalidCheckpointError(self.path, "Cannot load partially written checkpoint: it has no __SUCCESS__ "
+                                                    "marker, so the save that wrote it did not finish. Use an earlier "
+                                                    "checkpoint.")
+
+    def _h5(self, what: str, read: Callable, entry: Optional[str] = None):
+        """`read()`, with whatever h5py raises on a damaged file as an InvalidCheckpointError."""
+        try:
+            return read()
+        except InvalidCheckpointError:
+            raise
+        except Exception as e:
+            raise InvalidCheckpointError(self.path, f"HDF5 cannot read {what} ({type(e).__name__}: {e}); the file is "
+                                                    f"corrupt.", entry) from e
+
+    def _attr(self, name: str, entry: Optional[str] = None):
+        """A root attribute's value, or None when there is none. An attribute that claims
+        more data than the file holds is corrupt (reading it would allocate that much)."""
+        def read():
+            attrs = self.file.attrs
+            if name not in attrs:
+                return None
+            aid = attrs.get_id(name)
+            if aid.shape is not None and int(np.prod(aid.shape, dtype=object)) * aid.dtype.itemsize > self._stat[1]:
+                raise InvalidCheckpointError(self.path, f"its attribute {name} claims shape {list(aid.shape)}, more "
+                                                        f"than the file holds; the file is corrupt.", entry)
+            return attrs[name]
+
+        return self._h5(f"the attribute {name}", read, entry)
 
     def _fingerprint(self):
         st = os.fstat(self.file.id.get_vfd_handle())
@@ -169,57 +254,103 @@ class H5Reader:
                 f"`with cstorch.storage.serializers.check_deferred_backing_storage(False):`."
             )
 
+    def _text(self, name: str, entry: Optional[str] = None, default: Optional[str] = None) -> str:
+        value = self._attr(name, entry)
+        if value is None and default is not None:
+            return default
+        if value is None:
+            raise InvalidCheckpointError(self.path, f"it has no {name} attribute; the file is corrupt.", entry)
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        if not isinstance(value, str):
+            raise InvalidCheckpointError(self.path, f"its {name} attribute is not a string; the file is corrupt.",
+                                         entry)
+        return value
+
     def layout(self) -> Layout:
-        attrs = self.file.attrs
+        """The checked layout; the checksums of every attribute it uses are verified."""
+        spec_text = self._text("__spec__")
         try:
-            skeleton, treespec = json.loads(attrs["__spec__"])
-        except (KeyError, ValueError) as e:
-            raise RuntimeError(f"Checkpoint '{self.path}' has no readable __spec__ attribute: {e}") from e
-        layout = Layout(skeleton, treespec, cstorch_version=str(attrs.get("__cstorch_version__", "")))
-        for key in flat_keys(treespec_loads(treespec)):
-            name = f"{key}.__metadata__"
-            if name not in attrs:
-                raise RuntimeError(f"Checkpoint '{self.path}' lists {key!r} in its structure but has no metadata for "
-                                   f"it; the file is corrupt.")
-            meta = entry_metadata(key, attrs[name])
+            skeleton, treespec = json.loads(spec_text)
+            if not isinstance(treespec, str):
+                raise ValueError("the treespec is not a string")
+        except (TypeError, ValueError) as e:
+            raise InvalidCheckpointError(self.path, f"its __spec__ attribute is not a [skeleton, treespec] pair "
+                                                    f"({e}); the file is corrupt.") from None
+        layout = Layout(skeleton, treespec, cstorch_version=self._text("__cstorch_version__", default=""),
+                        source=self.path)
+        texts = {}
+        for key in structure(layout)[1]:
+            texts[key] = self._text(f"{key}.__metadata__", key)
+            meta = entry_metadata(self.path, key, texts[key])
             payload = None
-            if meta["__TYPE__"] == OBJECT:
+            kind = meta.get("__TYPE__") if isinstance(meta, dict) else None
+            if kind == OBJECT:
                 payload = lambda k=key: self.read_bytes(k)  # noqa: E731
-            elif meta.get("__NUMPY__") or meta["__TYPE__"] in (TENSOR, NUMPY):
+            elif kind in (TENSOR, NUMPY):
                 payload = lambda k=key, m=meta: self.read_array(k, m)  # noqa: E731
             layout.entries.append(Entry(key, meta, payload))
+        check_layout(layout)
+        if self.checksums is not None:
+            self.checksums.verify_metadata(spec_text, texts)
         return layout
 
-    def _dataset(self, key: str):
-        try:
-            return self.file[key]
-        except KeyError:
-            raise RuntimeError(f"Checkpoint '{self.path}' has no dataset {key!r} although its metadata describes "
-                               f"one; the file is corrupt.") from None
+    def _dataset(self, key: str) -> h5py.Dataset:
+        ds = self._h5("the dataset", lambda: self.file.get(key), key)
+        if not isinstance(ds, h5py.Dataset):
+            raise InvalidCheckpointError(self.path, f"it has no dataset {key!r} although its metadata describes one; "
+                                                    f"the file is corrupt.", key)
+        return ds
 
     def read_array(self, key: str, meta: dict) -> np.ndarray:
-        """The entry's array in its natural dtype (bfloat16 viewed back from int16)."""
+        """The entry's array in its natural dtype (bfloat16 viewed back from int16),
+        checked against the entry's metadata and checksum."""
         self.check_unchanged(key)
         ds = self._dataset(key)
-        try:
-            arr = ds[()]
-        except OSError as e:
-            raise RuntimeError(f"Could not read {key!r} from checkpoint '{self.path}' (the data is corrupt: {e}).") \
-                from e
-        arr = np.asarray(arr)
-        if "shapes" in meta and list(arr.shape) != list(meta["shapes"][0]):
-            raise RuntimeError(f"Checkpoint '{self.path}': the dataset {key!r} has shape {list(arr.shape)} but its "
-                               f"metadata says {list(meta['shapes'][0])}; the file is corrupt.")
-        if meta.get("dtypes", [None])[0] == "torch.bfloat16" or meta.get("is_bfloat16"):
-            arr = arr.view(ml_dtypes.bfloat16)
-        return arr
+        shape, dtype = self._h5("the dataset's shape and dtype", lambda: (ds.shape, ds.dtype), key)
+        want_shape = meta["shapes"][0] if meta["__TYPE__"] == TENSOR else None
+        if shape is None or dtype.hasobject:
+            raise InvalidCheckpointError(self.path, f"the dataset {key!r} holds no array of numbers; the file is "
+                                                    f"corrupt.", key)
+        if want_shape is not None and list(shape) != list(want_shape):
+            raise InvalidCheckpointError(self.path, f"the dataset {key!r} has shape {list(shape)} but its metadata "
+                                                    f"says {list(want_shape)}; the file is corrupt.", key)
+        want_dtype, bf16 = _stored_dtype(meta)
+        if want_dtype is not None and dtype.newbyteorder("=") != want_dtype:
+            said = meta["dtypes"][0] if want_shape is not None else "bfloat16, stored as int16"
+            raise InvalidCheckpointError(self.path, f"the dataset {key!r} holds {dtype.name} data but its metadata "
+                                                    f"says {said}; the file is corrupt.", key)
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if nbytes > _MAX_EXPANSION * max(self._stat[1], 1 << 20):
+            raise InvalidCheckpointError(self.path, f"the dataset {key!r} claims shape {list(shape)}, far more data "
+                                                    f"than the file can hold; the file is corrupt.", key)
+        arr = self._h5("the dataset's data", lambda: np.asarray(ds[()]), key)
+        if list(arr.shape) != list(shape) or arr.dtype != dtype:
+            raise InvalidCheckpointError(self.path, f"the dataset {key!r} read back as {arr.dtype.name}"
+                                                    f"{list(arr.shape)}; the file is corrupt.", key)
+        if self.checksums is not None:
+            self.checksums.verify_data(key, arr)
+        return arr.view(ml_dtypes.bfloat16) if bf16 else arr
 
     def read_bytes(self, key: str) -> bytes:
         self.check_unchanged(key)
-        raw = self._dataset(key).attrs.get("__BYTES__")
-        if raw is None:
-            raise RuntimeError(f"Checkpoint '{self.path}': the object {key!r} has no __BYTES__ payload.")
-        return raw.tobytes()
+        ds = self._dataset(key)
+        raw = self._h5("the pickled object", lambda: ds.attrs.get("__BYTES__"), key)
+        if not isinstance(raw, np.void):
+            raise InvalidCheckpointError(self.path, f"the object {key!r} has no __BYTES__ payload; the file is "
+                                                    f"corrupt.", key)
+        data = raw.tobytes()
+        if self.checksums is not None:
+            self.checksums.verify_data(key, data)
+        return data
+
+
+def read_h5(path, allow_pickle: bool = False) -> Layout:
+    """The checked layout of an H5 checkpoint (pickled objects stay bytes)."""
+    return H5Reader(path).layout()
 
 
 class H5Tensor(LazyTensor):
@@ -238,4 +369,4 @@ class H5Tensor(LazyTensor):
         pass
 
     def _fetch(self) -> torch.Tensor:
-        return entry_tensor(self._entry, self.shape, self.dtype)
+        return entry_tensor(self._reader.path, self._entry, self.shape, self.dtype)

@@ -11,6 +11,12 @@ skeleton being the nesting with every leaf replaced by "*".
 
 Payload arrays carry their natural numpy dtype (bfloat16 as `ml_dtypes.bfloat16`);
 a storage backend decides how to hold them (H5 keeps bfloat16 as int16 bit patterns).
+
+A layout read from a file is checked (`check_layout`) before anything is built from it:
+the structure parses, every leaf has well-formed metadata of a known kind, and every
+link leads, without a cycle, to an entry that is not a link. A payload is checked
+against its metadata (dtype, shape) when it is read. Each failure is an
+`InvalidCheckpointError` naming the file and the entry.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._version import __version__
+from ..backends import csx
+from .errors import InvalidCheckpointError
 
 FORMAT_VERSION = 0.5
 
@@ -49,6 +57,8 @@ LINK = "LinkedObject"
 SCALAR = "ScalarSerializer"
 STRING = "StringSerializer"
 NONE = "NoneSerializer"
+KINDS = (TENSOR, NUMPY, OBJECT, LINK, SCALAR, STRING, NONE)
+MAX_NUMEL = 2 ** 62  # beyond any tensor torch can hold
 
 
 @dataclass
@@ -60,8 +70,8 @@ class Entry:
     payload: Optional[Callable[[], Any]] = None
 
     @property
-    def kind(self) -> str:
-        return self.metadata["__TYPE__"]
+    def kind(self) -> Optional[str]:
+        return self.metadata.get("__TYPE__") if isinstance(self.metadata, dict) else None
 
 
 @dataclass
@@ -70,6 +80,7 @@ class Layout:
     treespec: str
     entries: list[Entry] = field(default_factory=list)
     cstorch_version: str = __version__
+    source: Optional[str] = None  # the file or directory it was read from
 
     @property
     def spec_json(self) -> str:
@@ -143,12 +154,20 @@ def key_metadata(key: str, metadata: dict) -> str:
                        f"{key}.__metadata__": metadata}, indent=4)
 
 
-def entry_metadata(key: str, key_attr: str) -> dict:
-    """The leaf metadata inside a `<key>.__metadata__` attribute."""
-    m = json.loads(key_attr)
-    if m.get("__objects__") != [key] or f"{key}.__metadata__" not in m:
-        raise RuntimeError(f"The entry {key!r} is stored as a nested object (e.g. an external link to another "
-                           f"file), which cstorch does not read.")
+def entry_metadata(source, key: str, key_attr) -> dict:
+    """The leaf metadata inside a `<key>.__metadata__` attribute (its content is checked
+    by `check_layout`)."""
+    try:
+        m = json.loads(key_attr)
+    except (TypeError, ValueError) as e:
+        raise InvalidCheckpointError(source, f"its metadata is not valid JSON ({e}); the file is corrupt.", key) \
+            from None
+    if not isinstance(m, dict) or not isinstance(m.get("__objects__"), list):
+        raise InvalidCheckpointError(source, "its metadata attribute is not an object with an '__objects__' list; "
+                                             "the file is corrupt.", key)
+    if m["__objects__"] != [key] or f"{key}.__metadata__" not in m:
+        raise InvalidCheckpointError(source, "the entry is stored as a nested object (e.g. an external link to "
+                                             "another file), which cstorch does not read.", key)
     return m[f"{key}.__metadata__"]
 
 
@@ -167,26 +186,64 @@ def numpy_to_tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return torch.from_numpy(a.astype(NUMPY_DTYPES[dtype], copy=True))
 
 
-def entry_tensor(entry: "Entry", shape, dtype: torch.dtype) -> torch.Tensor:
-    """The tensor an entry's payload holds."""
-    return numpy_to_tensor(entry.payload(), dtype).reshape(shape)
+def entry_tensor(source, entry: "Entry", shape, dtype: torch.dtype) -> torch.Tensor:
+    """The tensor an entry's payload holds, checked against its metadata's shape and dtype."""
+    a = entry.payload()
+    want = np.dtype(NUMPY_DTYPES[dtype])
+    if not isinstance(a, np.ndarray) or a.dtype.newbyteorder("=") != want or list(a.shape) != list(shape):
+        got = f"{a.dtype.name}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
+        raise InvalidCheckpointError(source, f"its data is {got} but its metadata says {str(dtype)[6:]}"
+                                             f"{list(shape)}; the file is corrupt.", entry.key)
+    return numpy_to_tensor(a, dtype).reshape(shape)
 
 
 def tensor_metadata(shape, dtype: torch.dtype) -> dict:
     meta = {"__TORCH__": True, "shapes": [list(shape)], "dtypes": [str(dtype)]}
     if dtype in RTFX_CODES:
         meta["rtfx_dtypes"] = [RTFX_CODES[dtype]]
-    from ..backends import csx  # `compressed` records the compress_weights flag, as the real writer does
-
+    # `compressed` records the compress_weights flag, as the real writer does
     meta.update({"__TYPE__": TENSOR, "__NUMPY__": True, "compressed": bool(csx.performance.compress_weights)})
     return meta
 
 
-def tensor_dtype(key: str, metadata: dict) -> torch.dtype:
-    name = metadata["dtypes"][0]
-    if name not in TORCH_DTYPES:
-        raise RuntimeError(f"The tensor {key!r} has dtype {name}, which cstorch cannot load.")
-    return TORCH_DTYPES[name]
+def tensor_dtype(metadata: dict) -> torch.dtype:
+    """The dtype of a (checked) tensor entry."""
+    return TORCH_DTYPES[metadata["dtypes"][0]]
+
+
+def _is_shape(shape) -> bool:
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        return False
+    numel = 1
+    for d in shape:
+        numel *= d
+    return numel <= MAX_NUMEL
+
+
+def metadata_problem(m) -> Optional[str]:
+    """What is wrong with an entry's metadata, or None when it is well formed."""
+    if not isinstance(m, dict):
+        return "its metadata is not a JSON object"
+    kind = m.get("__TYPE__")
+    if kind not in KINDS:
+        return f"its metadata names the kind {kind!r}, which cstorch does not read"
+    if kind == TENSOR:
+        shapes, dtypes = m.get("shapes"), m.get("dtypes")
+        if not (isinstance(shapes, list) and len(shapes) == 1 and _is_shape(shapes[0])):
+            return f"its metadata gives the shapes {shapes!r}, not one list of sizes"
+        if not (isinstance(dtypes, list) and len(dtypes) == 1 and isinstance(dtypes[0], str)):
+            return f"its metadata gives the dtypes {dtypes!r}, not one dtype name"
+        if dtypes[0] not in TORCH_DTYPES:
+            return f"its metadata gives the dtype {dtypes[0]}, which cstorch cannot load"
+    elif kind == NUMPY and not isinstance(m.get("is_bfloat16", False), bool):
+        return f"its metadata gives is_bfloat16 = {m['is_bfloat16']!r}, not true or false"
+    elif kind == SCALAR and type(m.get("scalar_value")) not in (bool, int, float):
+        return f"its metadata gives the scalar {m.get('scalar_value')!r}, not a number or bool"
+    elif kind == STRING and not isinstance(m.get("string_value"), str):
+        return f"its metadata gives the string {m.get('string_value')!r}, not a string"
+    elif kind == LINK and not isinstance(m.get("key"), str):
+        return f"its metadata links to {m.get('key')!r}, not to an entry name"
+    return None
 
 
 # -- state dict -> layout ------------------------------------------------------------------
@@ -256,22 +313,71 @@ def layout_of(state_dict, allow_pickle: bool = False) -> Layout:
 
 
 # -- layout -> state dict ------------------------------------------------------------------
+def structure(layout: Layout) -> tuple[pytree.TreeSpec, list[str]]:
+    """The layout's tree structure and the dotted key of every leaf."""
+    try:
+        spec = pytree.treespec_loads(layout.treespec)
+        keys = flat_keys(spec)
+        pytree.tree_unflatten([None] * spec.num_leaves, spec)  # every node's context fits its children
+    except Exception as e:  # anything torch's treespec parser raises on a garbled string
+        raise InvalidCheckpointError(layout.source, f"its tree structure (__spec__) cannot be read ({type(e).__name__}"
+                                                    f": {e}); the file is corrupt.") from None
+    if len(set(keys)) != len(keys) or "" in keys:
+        raise InvalidCheckpointError(layout.source, "its tree structure (__spec__) names a leaf twice or with an "
+                                                    "empty key; the file is corrupt.")
+    return spec, keys
+
+
+def resolve_links(layout: Layout, by_key: dict[str, Entry]) -> dict[str, str]:
+    """{link key: key of the entry it finally leads to}, following links of links."""
+    targets = {}
+    for key, e in by_key.items():
+        if e.kind != LINK:
+            continue
+        chain = [key]
+        target = e.metadata["key"]
+        while target in by_key and by_key[target].kind == LINK and target not in chain:
+            chain.append(target)
+            target = by_key[target].metadata["key"]
+        if target in chain:
+            cycle = " -> ".join(chain[chain.index(target):] + [target])
+            raise InvalidCheckpointError(layout.source, f"its links form a cycle ({cycle}); the file is corrupt.",
+                                         key)
+        if target not in by_key:
+            raise InvalidCheckpointError(layout.source, f"it links to {target!r}, which the checkpoint does not "
+                                                        f"hold; the file is corrupt.", key)
+        targets[key] = target
+    return targets
+
+
+def check_layout(layout: Layout) -> None:
+    """Raise an InvalidCheckpointError unless every leaf of the structure has well-formed
+    metadata and every link leads to an entry that is not a link."""
+    _, keys = structure(layout)
+    by_key = layout.by_key()
+    for key in keys:
+        if key not in by_key:
+            raise InvalidCheckpointError(layout.source, "its structure lists this leaf but the checkpoint has no "
+                                                        "entry for it; the file is corrupt.", key)
+        problem = metadata_problem(by_key[key].metadata)
+        if problem is not None:
+            raise InvalidCheckpointError(layout.source, f"{problem}; the file is corrupt.", key)
+    resolve_links(layout, {k: by_key[k] for k in keys})
+
+
 def state_of(layout: Layout, make_tensor: Callable[[Entry, list, torch.dtype], torch.Tensor],
              allow_pickle: bool = False):
-    """Rebuild the nested state: tensors from `make_tensor(entry, shape, dtype)`,
-    links re-tied to the same object, tuples as tuples, int keys as ints."""
-    spec = pytree.treespec_loads(layout.treespec)
-    keys = flat_keys(spec)
+    """Rebuild the nested state of a checked layout: tensors from
+    `make_tensor(entry, shape, dtype)`, links re-tied to the same object, tuples as
+    tuples, int keys as ints."""
+    spec, keys = structure(layout)
     by_key = layout.by_key()
     out = {}
     for key in keys:
-        if key not in by_key:
-            raise RuntimeError(f"The checkpoint has no entry for {key!r}, which its structure lists; the file is "
-                               f"corrupt.")
         e = by_key[key]
         kind = e.kind
         if kind == TENSOR:
-            out[key] = make_tensor(e, e.metadata["shapes"][0], tensor_dtype(key, e.metadata))
+            out[key] = make_tensor(e, e.metadata["shapes"][0], tensor_dtype(e.metadata))
         elif kind == NUMPY:
             out[key] = e.payload()
         elif kind == OBJECT:
@@ -283,17 +389,6 @@ def state_of(layout: Layout, make_tensor: Callable[[Entry, list, torch.dtype], t
             out[key] = e.metadata["string_value"]
         elif kind == NONE:
             out[key] = None
-        elif kind == LINK:
-            out[key] = None  # re-tied below, once every target exists
-        else:
-            raise RuntimeError(f"The entry {key!r} has kind {kind!r}, which cstorch does not read.")
-    for key in keys:
-        e = by_key[key]
-        if e.kind == LINK:
-            target = e.metadata["key"]
-            while by_key.get(target) is not None and by_key[target].kind == LINK:
-                target = by_key[target].metadata["key"]
-            if target not in out:
-                raise RuntimeError(f"The entry {key!r} links to {target!r}, which the checkpoint does not hold.")
-            out[key] = out[target]
+    for key, target in resolve_links(layout, {k: by_key[k] for k in keys}).items():
+        out[key] = out[target]
     return pytree.tree_unflatten([out[k] for k in keys], spec)

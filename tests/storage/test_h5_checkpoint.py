@@ -285,6 +285,8 @@ def test_a_process_killed_during_a_save_leaves_the_previous_checkpoint_intact(tm
     assert len(leftovers) == 1
     with pytest.raises(RuntimeError, match="truncated or corrupt|partially written"):
         cstorch.load(leftovers[0])
+    cstorch.save({"w": torch.ones(2)}, tmp_path / "ckpt_3.mdl")  # the next save into the folder removes it
+    assert not leftovers[0].exists() and not target.exists()
 
 
 def test_torch_pickle_with_objects_needs_allow_pickle(tmp_path):
@@ -302,3 +304,24 @@ class _Thing:
 def test_empty_key_is_refused(tmp_path):
     with pytest.raises(ValueError, match="empty key path"):
         cstorch.save({"": torch.ones(2)}, tmp_path / "e.mdl")
+
+
+_BEFORE_CHECKSUMS = os.path.join(os.path.dirname(__file__), "data", "cstorch_before_checksums.h5")
+
+
+def test_a_checkpoint_written_before_the_checksums_loads_exactly():
+    """data/cstorch_before_checksums.h5 was written by `cstorch.save` of main at 357d67d
+    (HDF5's earliest format, LZ4 without Fletcher-32, no user block) from the first state
+    of checkpoint_fuzz.base_states(); it loads with HDF5's own checks only, exactly."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import checkpoint_fuzz
+
+    with open(_BEFORE_CHECKSUMS, "rb") as f:
+        assert f.read(8) == b"\x89HDF\r\n\x1a\n"  # no user block: the file starts with HDF5's signature
+    with h5py.File(_BEFORE_CHECKSUMS) as f:
+        assert not f["model.w"].fletcher32 and "32004" in str(f["model.w"]._filters)  # LZ4 only
+    expected = checkpoint_fuzz.base_states()[0]
+    loaded = checkpoint_fuzz.materialise_tied(cstorch.load(_BEFORE_CHECKSUMS))
+    assert checkpoint_fuzz.difference(expected, loaded) is None
+    assert checkpoint_fuzz.tie_pattern(loaded) == checkpoint_fuzz.tie_pattern(expected)
+    assert loaded["model"]["tied"] is loaded["model"]["w"]
