@@ -70,15 +70,6 @@ class _Program:
         self.used_specs = [captured.state_specs[i] for i in used]
         self.used_names = [state.names[i] for i in used]
         self.mutated_tensors = self.used_tensors[: len(self.mutated)]
-        self.scalar_specs = [TensorSpec((), torch.float32)] * len(state.scalar_names)
-        self._scalar_cache: tuple[list[float], list] = ([], [])
-
-    def scalar_arrays(self, b, values: list[float]) -> list:
-        """Device copies of the lifted hyper-parameters, re-sent only when they change."""
-        if values != self._scalar_cache[0]:
-            names = [f"hyper-parameter {n}" for n in self.state.scalar_names]
-            self._scalar_cache = (values, b.run.placement.state_arrays(self.state.scalars(values), names))
-        return self._scalar_cache[1]
 
 
 class TracedStep:
@@ -139,25 +130,22 @@ class TracedStep:
             amp.skip.clear()  # records made while capturing hold traced tensors
 
     def _capture_and_compile(self, b, args, kwargs) -> _Program:
-        from .optim.optimizer import live_optimizers
-
         t0 = time.perf_counter()
-        state = StepState(b.models, live_optimizers())
+        state = StepState(b.registry)
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         static_leaves = [TENSOR if isinstance(x, torch.Tensor) else x for x in leaves]
         recorder = ClosureRecorder()
         out_info: dict[str, Any] = {}
 
-        def step(traced_state, traced_batch):
-            batch, scalars = traced_batch[: len(tensor_pos)], traced_batch[len(tensor_pos):]
+        def step(traced_state, batch):
             full = list(leaves)
             for pos, t in zip(tensor_pos, batch):
                 full[pos] = t
             a, kw = pytree.tree_unflatten(full, in_spec)
             b.run.capturing = recorder
             try:
-                with state.bind(traced_state, scalars), amp.precision.capture_autocast():
+                with state.bind(traced_state), amp.precision.capture_autocast():
                     result = self.fn(*a, **kw)
             finally:
                 b.run.capturing = None
@@ -167,11 +155,10 @@ class TracedStep:
             out_info["n_user"] = len(user)
             return [*user, *recorder.tensors]
 
-        batch = [leaves[i] for i in tensor_pos] + state.scalars()
+        batch = [leaves[i] for i in tensor_pos]
         captured = cstorch_jax.capture(step, state.tensors, batch)
         trace_seconds = time.perf_counter() - t0
         names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
-        names += [f"hyper-parameter {n}" for n in state.scalar_names]
         executable = Executable(captured, names, placement=b.run.placement)
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
@@ -229,11 +216,11 @@ class TracedStep:
         self._check_static(prog, leaves, in_spec, args, kwargs)
         batch = [x for x in leaves if isinstance(x, torch.Tensor)]
         names = prog.executable.batch_names
-        prog.executable.check_batch([TensorSpec.of(t) for t in batch] + prog.scalar_specs)
+        prog.executable.check_batch([TensorSpec.of(t) for t in batch])
         ds = b.run.device_state
         captured = prog.executable.captured
         arrays = ds.arrays(prog.used_tensors, prog.used_specs, prog.used_names)
-        batch_arrays = self._batch_arrays(b, batch, names) + prog.scalar_arrays(b, prog.state.scalar_values())
+        batch_arrays = self._batch_arrays(b, batch, names)
         n_mut = len(prog.mutated)
         new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
         ds.update(prog.mutated_tensors, new_mut)
