@@ -1,0 +1,133 @@
+"""The layer rules of the house, checked on the import graph of the source (`layers.py`):
+
+- `cstorch_jax` (the engine) never imports `cstorch` (the facade);
+- the facade reaches jax, jaxlib, optax and orbax only through `cstorch_jax`;
+- no import cycle among the modules of `cstorch`, nor of `cstorch_jax`, counting every
+  import (module level and function-local alike);
+- no import cycle among the subpackages of `cstorch` (`cstorch.storage`,
+  `cstorch.optim`, ...) nor of `cstorch_jax`;
+- `cstorch.trainer` sits above the rest of the facade: nothing outside it imports it;
+- every function-local import of a project module is listed below with its reason
+  (third-party imports made lazily, such as h5py or tqdm, are not listed).
+"""
+import pytest
+
+import layers
+
+IMPORTS = layers.imports()
+
+_TRAINER_YAML = ("a trainer module of the YAML layer being rewritten into typed specs (issue 19); no cycle: the "
+                 "import can move to module level")
+_LAZY_FACADE = ("no cycle: `import cstorch` (or a facade module) at call time in a trainer module, which sits "
+                "above the facade; it can move to module level")
+
+#: (importing module, imported module) -> why the import is inside a function
+LOCAL_IMPORTS = {
+    ("cstorch_jax.jit", "cstorch_jax.explore"):
+        "the report layer is loaded only when a report is asked for (jit(fn).lower)",
+    ("cstorch.backends", "cstorch._backend"):
+        "no cycle (cstorch._backend does not import the flags module): can move to module level",
+    ("cstorch.storage", "cstorch._backend"):
+        "no cycle: can move to module level with the checkpoint-format registry of issue 19",
+    ("cstorch.storage", "cstorch.distributed.processes"):
+        "no cycle: can move to module level with the checkpoint-format registry of issue 19",
+    ("cstorch.storage", "cstorch.checkpoint.orbax_format"):
+        "storage importing upward into checkpoint (a package cycle, see test_no_package_cycles): goes away with "
+        "the checkpoint-format registry of issue 19",
+    ("cstorch.utils.data.sampler", "cstorch._backend"): "no cycle: can move to module level",
+    ("cstorch.utils.data.utils", "cstorch._backend"): "no cycle: can move to module level",
+    ("cstorch.trainer.cli", "cstorch.trainer.build"):
+        "building imports the run machinery, which may start only after the CLI has set XLA_FLAGS",
+    ("cstorch.trainer.loggers", "cstorch.utils.tensorboard"):
+        "tensorboard (an optional-weight dependency) is loaded only when a TensorBoardLogger is set up",
+    ("cstorch.trainer.callbacks.checkpoint", "cstorch"): _LAZY_FACADE,
+    ("cstorch.trainer.callbacks.logs", "cstorch.metrics"): _LAZY_FACADE,
+    ("cstorch.trainer.callbacks.precision", "cstorch"): _LAZY_FACADE,
+    ("cstorch.trainer.callbacks.precision", "cstorch.amp.optimizer_step"): _LAZY_FACADE,
+    ("cstorch.trainer.build", "cstorch"): _TRAINER_YAML,
+    ("cstorch.trainer.build", "cstorch.optim"): _TRAINER_YAML,
+    ("cstorch.trainer.build", "cstorch.optim.lr_scheduler"): _TRAINER_YAML,
+    ("cstorch.trainer.build", "cstorch.utils.data"): _TRAINER_YAML,
+    ("cstorch.trainer.build", "cstorch.trainer.callbacks"): _TRAINER_YAML,
+    ("cstorch.trainer.build", "cstorch.trainer.trainer"): _TRAINER_YAML,
+    ("cstorch.trainer.checks", "cstorch"): _TRAINER_YAML,
+    ("cstorch.trainer.checks", "cstorch._backend"): _TRAINER_YAML,
+    ("cstorch.trainer.checks", "cstorch.distributed"): _TRAINER_YAML,
+    ("cstorch.trainer.checks", "cstorch.optim.lr_scheduler"): _TRAINER_YAML,
+    ("cstorch.trainer.checks", "cstorch.optim.weight_decay_scheduler"): _TRAINER_YAML,
+    ("cstorch.trainer.checks", "cstorch.trainer.registry"):
+        "dodges the cstorch.trainer.checks <-> cstorch.trainer.registry cycle (see test_no_module_cycles); goes "
+        "away with the typed YAML specs of issue 19",
+    ("cstorch.trainer.config", "cstorch.distributed"): _TRAINER_YAML,
+    ("cstorch.trainer.config", "cstorch.optim.configure"): _TRAINER_YAML,
+    ("cstorch.trainer.config", "cstorch.optim.optimizer"): _TRAINER_YAML,
+    ("cstorch.trainer.config", "cstorch.optim.scheduler_config"): _TRAINER_YAML,
+    ("cstorch.trainer.config", "cstorch.trainer.callbacks"): _TRAINER_YAML,
+    ("cstorch.trainer.legacy", "cstorch.optim.configure"): _TRAINER_YAML,
+}
+
+
+def _edges(package: str, collapse: bool = False) -> dict[str, set[str]]:
+    """Imports between the modules of `package` (its subpackages when `collapse`); the
+    package's own `__init__` is left out of the subpackage graph (it re-exports them)."""
+    depth = package.count(".") + 2
+    edges: dict[str, set[str]] = {}
+    for imp in IMPORTS:
+        if not (layers.within(imp.source, package) and layers.within(imp.target, package)):
+            continue
+        a, b = imp.source, imp.target
+        if collapse:
+            if package in (a, b):
+                continue
+            a, b = ".".join(a.split(".")[:depth]), ".".join(b.split(".")[:depth])
+            if a == b:
+                continue
+        edges.setdefault(a, set()).add(b)
+    return edges
+
+
+def test_engine_never_imports_the_facade():
+    bad = [f"{i.source}:{i.line} imports {i.target}" for i in IMPORTS
+           if layers.within(i.source, "cstorch_jax") and layers.within(i.target, "cstorch")]
+    assert not bad, bad
+
+
+def test_facade_reaches_jax_only_through_the_engine():
+    bad = [f"{i.source}:{i.line} imports {i.target}" for i in IMPORTS
+           if layers.within(i.source, "cstorch") and i.target in ("jax", "jaxlib", "optax", "orbax")]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("package", ["cstorch", "cstorch_jax"])
+def test_no_module_cycles(package):
+    found = layers.cycles(_edges(package))
+    assert not found, f"import cycles among the modules of {package}: {found}"
+
+
+@pytest.mark.parametrize("package", ["cstorch", "cstorch_jax"])
+def test_no_package_cycles(package):
+    found = layers.cycles(_edges(package, collapse=True))
+    assert not found, f"import cycles among the subpackages of {package}: {found}"
+
+
+def test_trainer_sits_above_the_facade():
+    bad = [f"{i.source}:{i.line} imports {i.target}" for i in IMPORTS
+           if layers.within(i.source, "cstorch") and not layers.within(i.source, "cstorch.trainer")
+           and layers.within(i.target, "cstorch.trainer")]
+    assert not bad, bad
+
+
+def test_function_local_imports_are_listed_with_their_reason():
+    local = {(i.source, i.target) for i in IMPORTS if i.local and i.target.split(".")[0] in layers.PACKAGES}
+    unlisted = sorted(local - LOCAL_IMPORTS.keys())
+    stale = sorted(LOCAL_IMPORTS.keys() - local)
+    assert not unlisted, (f"function-local imports of project modules without a listed reason: {unlisted}. Import "
+                          f"at module level; if that makes a cycle, fix the layering instead.")
+    assert not stale, f"listed function-local imports that no longer exist (remove them from LOCAL_IMPORTS): {stale}"
+
+
+def test_the_graph_reader_sees_the_imports():
+    """A negative control: the reader finds a known module-level and a known local import."""
+    assert any(i.source == "cstorch.trace" and i.target == "cstorch.state" and not i.local for i in IMPORTS)
+    assert any(i.source == "cstorch_jax.jit" and i.target == "cstorch_jax.explore" and i.local for i in IMPORTS)
+    assert layers.cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
