@@ -37,14 +37,22 @@ class StepState:
                 self.entries.append((prefix, obj))
         self.names: list[str] = []
         self.tensors: list[torch.Tensor] = []
+        #: every name (tied weights and an optimizer's parameters have several) -> index in `tensors`
+        self.slot_of: dict[str, int] = {}
         seen: dict[int, int] = {}
+        for name, t in self.collect():
+            if id(t) not in seen:
+                seen[id(t)] = len(self.tensors)
+                self.names.append(name)
+                self.tensors.append(t)
+            self.slot_of[name] = seen[id(t)]
+        self._constrained = list(self.entries)
+
+    def collect(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, tensor) of every state tensor the objects hold now, aliases included."""
         for prefix, obj in self.entries:
             for name, t in obj.step_state():
-                if id(t) not in seen:
-                    seen[id(t)] = len(self.tensors)
-                    self.names.append(f"{prefix}.{name}")
-                    self.tensors.append(t)
-        self._constrained = list(self.entries)
+                yield f"{prefix}.{name}", t
 
     def objects(self, kind: str) -> list:
         return [obj for _, obj in self.entries if obj.state_kind == kind]

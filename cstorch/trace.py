@@ -21,6 +21,7 @@ import cstorch_jax
 from cstorch_jax import Executable, StaticGraphError, TensorSpec
 
 from . import _backend, amp
+from .host_edits import StateWatch
 from .runtime import ClosureRecorder, wrap_outputs
 from .state import StepState
 
@@ -69,7 +70,13 @@ class _Program:
         self.used_tensors = [state.tensors[i] for i in used]
         self.used_specs = [captured.state_specs[i] for i in used]
         self.used_names = [state.names[i] for i in used]
-        self.mutated_tensors = self.used_tensors[: len(self.mutated)]
+        #: host edits of the state between calls (rebinding replaces items of used_tensors)
+        self.watch = StateWatch(state, self.used_tensors, list(used), self.used_names, self.used_specs,
+                                len(self.mutated))
+
+    @property
+    def mutated_tensors(self) -> list[torch.Tensor]:
+        return self.used_tensors[: len(self.mutated)]
 
 
 class TracedStep:
@@ -84,6 +91,7 @@ class TracedStep:
         b = _backend.backend()
         if b is None or not b.is_csx:
             return self.fn(*args, **kwargs)
+        b.run.host_guard.disarm()
         if b.run.executor is None:
             raise RuntimeError(
                 "Detected that a data executor was not used. Please wrap your dataloader in a Cerebras "
@@ -218,12 +226,14 @@ class TracedStep:
         names = prog.executable.batch_names
         prog.executable.check_batch([TensorSpec.of(t) for t in batch])
         ds = b.run.device_state
+        prog.watch.check(ds)
         captured = prog.executable.captured
         arrays = ds.arrays(prog.used_tensors, prog.used_specs, prog.used_names)
         batch_arrays = self._batch_arrays(b, batch, names)
         n_mut = len(prog.mutated)
         new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
         ds.update(prog.mutated_tensors, new_mut)
+        b.run.host_guard.arm(prog.watch.mutated_storages)  # host code touching this state syncs it first
         deferred = wrap_outputs(list(outs), captured.output_specs)
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]
         prog.recorder.replay(b.run, closure_values)

@@ -4,6 +4,14 @@ During a run the device copy of every state tensor (parameters, buffers, optimiz
 state) is the truth: executables read and donate it step after step without touching
 the host. `sync_to_host()` writes it back into the torch tensors (at checkpoints and
 at the end of a run); `reset()` drops it so the next run uploads the host values.
+
+A host edit between steps takes effect: each device copy remembers the torch tensor's
+version counter (`_version`) from when host and device last agreed (the upload, or a
+`sync_to_host`, whose own write is not an edit); a tensor written on the host since
+then (an in-place op, a `load_state_dict`) is uploaded again by the next `arrays()`.
+A write to a tensor whose device copy was newer than the host's (the write would have
+used stale values) is refused: the facade syncs such tensors before host code touches
+them.
 The RNG key lives here too and is never reset by a run boundary. The placement
 (`SingleDevice` or `DataParallel`) decides on which devices the arrays live.
 """
@@ -17,7 +25,7 @@ import torch
 
 from .capture import TensorSpec
 from .dtypes import to_torch
-from .errors import StaticGraphError
+from .errors import CstorchError, StaticGraphError
 from .executable import KEY_AVAL
 from .placement import SingleDevice
 
@@ -27,6 +35,7 @@ class DeviceState:
         self.placement = placement or SingleDevice()
         self._arrays: dict[int, jax.Array] = {}
         self._tensors: dict[int, torch.Tensor] = {}
+        self._versions: dict[int, int] = {}  # the tensor's _version when host and device last agreed
         self._dirty: set[int] = set()
         self.reseed(seed)
 
@@ -34,20 +43,31 @@ class DeviceState:
         self.set_rng_state(np.asarray(jax.random.key_data(jax.random.key(seed))))
 
     def arrays(self, tensors: Sequence[torch.Tensor], specs: Sequence[TensorSpec], names: Sequence[str]):
-        """Device arrays of host tensors (uploaded on first use in a run)."""
+        """Device arrays of host tensors: uploaded on first use in a run, and again after
+        a host write (see the module docstring)."""
         out = []
+        arrays, versions = self._arrays, self._versions
         for t, spec, name in zip(tensors, specs, names):
             key = id(t)
-            if key not in self._arrays:
+            array = arrays.get(key)
+            if array is None or versions[key] != t._version:
+                if array is not None and key in self._dirty:
+                    raise CstorchError(
+                        f"state tensor {name} was written on the host while the device held newer values, so the "
+                        f"write used stale ones. Between steps, edit state from the thread that runs the steps, "
+                        f"or sync the state to the host before editing it from elsewhere."
+                    )
                 got = TensorSpec.of(t)
                 if got != spec:
                     raise StaticGraphError(
                         f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step "
                         f"cannot change the shape or dtype of its state."
                     )
-                (self._arrays[key],) = self.placement.state_arrays([t], [name])
+                (array,) = self.placement.state_arrays([t], [name])
+                arrays[key] = array
                 self._tensors[key] = t
-            out.append(self._arrays[key])
+                versions[key] = t._version
+            out.append(array)
         return out
 
     def update(self, tensors: Sequence[torch.Tensor], arrays: Sequence[jax.Array]) -> None:
@@ -55,6 +75,11 @@ class DeviceState:
         for t, a in zip(tensors, arrays):
             self._arrays[id(t)] = a
             self._dirty.add(id(t))
+
+    @property
+    def host_is_stale(self) -> bool:
+        """Whether the device holds values the torch tensors do not have yet."""
+        return bool(self._dirty)
 
     def rng_state(self) -> np.ndarray:
         """The key the next step draws from, as raw uint32 key data (waits for the device)."""
@@ -80,6 +105,7 @@ class DeviceState:
             for key in sorted(keys):
                 t = self._tensors[key]
                 t.copy_(to_torch(self._arrays[key], t.dtype))
+                self._versions[key] = t._version  # a read, not an edit
         self._dirty -= keys
 
     def forget(self, tensors: Sequence[torch.Tensor]) -> None:
@@ -87,6 +113,7 @@ class DeviceState:
         for t in tensors:
             self._arrays.pop(id(t), None)
             self._tensors.pop(id(t), None)
+            self._versions.pop(id(t), None)
             self._dirty.discard(id(t))
 
     def reset(self) -> None:
@@ -94,3 +121,4 @@ class DeviceState:
         self.sync_to_host()
         self._arrays.clear()
         self._tensors.clear()
+        self._versions.clear()
