@@ -78,21 +78,27 @@ def _storage(t) -> Optional[int]:
 
 
 class SyncOnTouch(TorchDispatchMode):
-    """Syncs the run's state to the host before the first op that touches a stale
-    state tensor (see the module docstring)."""
+    """Armed between CSX steps on the thread that runs them: syncs the run's state to the
+    host before the first op that touches a stale state tensor, and records the state
+    tensors ops write (through any alias: `p.data.mul_()` moves no version counter of
+    `p`) so the next step uploads them (see the module docstring)."""
 
     def __init__(self, run):
         super().__init__()
         self._run = run
-        self._storages: set[int] = set()
-        self._sources: list = []  # the storage sets already merged in
+        self._stale: set[int] = set()            # storages the device has newer values of
+        self._watched: dict[int, list] = {}      # storage -> the state tensors on it
+        self._merged: list = []                  # the programs' storage maps merged in
+        self._written: dict[int, torch.Tensor] = {}
         self._pushed = False
 
-    def arm(self, storages: frozenset) -> None:
-        """After a step that changed the state with these storages."""
-        if not any(s is storages for s in self._sources):
-            self._sources.append(storages)
-            self._storages |= storages
+    def arm(self, watch: "StateWatch") -> None:
+        """After a step of `watch`'s program (the state it changed is stale on the host)."""
+        if not any(m is watch.storage_map for m in self._merged):
+            self._merged.append(watch.storage_map)
+            for ptr, tensors in watch.storage_map.items():
+                self._watched.setdefault(ptr, []).extend(tensors)
+        self._stale |= watch.mutated_storages
         if self._pushed:
             return
         if torch._C._len_torch_dispatch_stack() > 0:  # another mode would pop ours: sync now instead
@@ -102,9 +108,10 @@ class SyncOnTouch(TorchDispatchMode):
         self._pushed = True
 
     def disarm(self) -> None:
-        """At a step, at the end of a run, or once the host holds the device's values."""
-        self._storages.clear()
-        self._sources.clear()
+        """At a step, at the end of a run."""
+        self._stale.clear()
+        self._watched.clear()
+        self._merged.clear()
         if not self._pushed:
             return
         self._pushed = False
@@ -120,19 +127,46 @@ class SyncOnTouch(TorchDispatchMode):
         for mode in reversed(above):
             _push_mode(mode)
 
-    def forget_storages(self) -> None:
-        """The host holds every value now: nothing to sync until the next step."""
-        self._storages.clear()
-        self._sources.clear()
+    def host_synced(self) -> None:
+        """The host holds every value now: nothing is stale until the next step."""
+        self._stale.clear()
+
+    def take_written(self) -> list[torch.Tensor]:
+        """The state tensors written on the host since the last call."""
+        written, self._written = list(self._written.values()), {}
+        return written
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self._storages:
-            for a in pytree.tree_leaves((args, kwargs)):
-                if isinstance(a, torch.Tensor) and _storage(a) in self._storages:
+        if self._watched:
+            touched = [(a, ptr) for a in pytree.tree_leaves((args, kwargs))
+                       if isinstance(a, torch.Tensor) and (ptr := _storage(a)) in self._watched]
+            if touched:
+                if self._stale and any(ptr in self._stale for _, ptr in touched):
                     self._run.sync_state_to_host()
-                    break
+                schema = getattr(func, "_schema", None)
+                if schema is None or schema.is_mutable:
+                    for ptr in _written_storages(func, args, kwargs):
+                        for t in self._watched.get(ptr, ()):
+                            self._written[id(t)] = t
         return func(*args, **kwargs)
+
+
+def _written_storages(func, args, kwargs) -> set:
+    """Storages of the arguments `func` writes (its schema's mutable arguments; every
+    tensor argument of an op without a schema)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return {_storage(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+    out = set()
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(arg.name)
+        for t in pytree.tree_leaves(value):
+            if isinstance(t, torch.Tensor):
+                out.add(_storage(t))
+    return out
 
 
 class StateWatch:
@@ -162,6 +196,12 @@ class StateWatch:
         self.data_ptrs = list(map(_data_ptr, self.tensors))
         #: storages of the tensors the step changes (stale on the host after a step; see SyncOnTouch)
         self.mutated_storages = frozenset(filter(None, map(_storage, self.tensors[: self.n_mutated])))
+        #: storage -> the step's state tensors on it
+        self.storage_map: dict[int, list] = {}
+        for t in self.tensors:
+            ptr = _storage(t)
+            if ptr is not None:
+                self.storage_map.setdefault(ptr, []).append(t)
         self.optimizers = [(opt, [list(g["params"]) for g in opt.param_groups],
                             [t for _, _, t in opt.hyperparameters()]) for opt in self.state.objects("optimizer")]
         self.small = [(obj, [t for _, t in obj.step_state()]) for _, obj in self.state.entries

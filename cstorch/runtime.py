@@ -176,7 +176,7 @@ class RunState:
         """Bring the torch tensors (all, or only `tensors`) up to the device's latest
         values (waits for the device). This is a read: no host edit for the next step."""
         if tensors is None:
-            self.host_guard.forget_storages()
+            self.host_guard.host_synced()
         if self._device_state is not None:
             self._device_state.sync_to_host(tensors)
 

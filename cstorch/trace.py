@@ -226,6 +226,7 @@ class TracedStep:
         names = prog.executable.batch_names
         prog.executable.check_batch([TensorSpec.of(t) for t in batch])
         ds = b.run.device_state
+        ds.forget(b.run.host_guard.take_written())  # written on the host between steps: upload again
         prog.watch.check(ds)
         captured = prog.executable.captured
         arrays = ds.arrays(prog.used_tensors, prog.used_specs, prog.used_names)
@@ -233,7 +234,7 @@ class TracedStep:
         n_mut = len(prog.mutated)
         new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
         ds.update(prog.mutated_tensors, new_mut)
-        b.run.host_guard.arm(prog.watch.mutated_storages)  # host code touching this state syncs it first
+        b.run.host_guard.arm(prog.watch)  # host code touching this state syncs it first
         deferred = wrap_outputs(list(outs), captured.output_specs)
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]
         prog.recorder.replay(b.run, closure_values)

@@ -268,7 +268,7 @@ class Scheduler(abc.ABC):
                 f"This {type(self).__name__} is part of a {type(self._owner).__name__}, which evaluates it and "
                 f"writes the param groups; call step() on the {type(self._owner).__name__} instead."
             )
-        self._check_not_outside_compiled_step("step()")
+        self._check_step_inside_compiled_step()
         applied = self.optimizer.skip_record(_backend.run_registry().step_serial)  # see cstorch.amp.skip
         inc = 1 if applied is None else applied.to(torch.int64)
         with torch.no_grad():
@@ -276,15 +276,16 @@ class Scheduler(abc.ABC):
         self._step_count += 1
         self._write_groups()
 
-    def _check_not_outside_compiled_step(self, what: str) -> None:
-        """During a CSX run the step counter and the values live on the device; a change
-        made to the host tensors between compiled steps would be silently lost."""
+    def _check_step_inside_compiled_step(self) -> None:
+        """During a CSX run the schedule advances inside the compiled step (its counter
+        is state of the step); a `step()` between steps would advance it twice as fast
+        as the script reads on the CPU backend, or not at all where the step has none."""
         b = _backend.backend()
         if b is not None and b.is_csx and b.run.executor is not None and not b.is_tracing:
             raise RuntimeError(
-                f"{type(self).__name__}.{what} was called during a CSX run but outside the @cstorch.trace step. "
-                f"On CSX the schedule's step counter lives on the device while the run lasts, so call "
-                f"scheduler.step() inside the traced step function, after optimizer.step()."
+                f"{type(self).__name__}.step() was called during a CSX run but outside the @cstorch.trace step. "
+                f"On CSX the schedule advances inside the compiled step, so call scheduler.step() inside the "
+                f"traced step function, after optimizer.step()."
             )
 
     def get(self) -> list:
@@ -321,8 +322,8 @@ class Scheduler(abc.ABC):
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyper-parameters and the step (copied into `last_epoch` in place) and
-        rewrite the param groups. The dict is not modified."""
-        self._check_not_outside_compiled_step("load_state_dict()")
+        rewrite the param groups. The dict is not modified. During a CSX run the next
+        step uploads the loaded values (`cstorch.host_edits`)."""
         state = dict(state_dict)
         last_epoch = state.pop("last_epoch", None)
         children = state.pop("_schedulers", None)
