@@ -43,7 +43,7 @@ from typing import Optional
 
 import torch
 import torch.utils._pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack, _pop_mode, _push_mode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from cstorch_jax import StaticGraphError, TensorSpec
 
@@ -104,28 +104,37 @@ class SyncOnTouch(TorchDispatchMode):
         if torch._C._len_torch_dispatch_stack() > 0:  # another mode would pop ours: sync now instead
             self._run.sync_state_to_host()
             return
-        _push_mode(self)
+        torch._C._push_on_torch_dispatch_stack(self)
         self._pushed = True
 
     def disarm(self) -> None:
-        """At a step, at the end of a run."""
+        """At a step: host code runs no more until the step has been dispatched."""
         self._stale.clear()
-        self._watched.clear()
-        self._merged.clear()
         if not self._pushed:
             return
         self._pushed = False
-        stack = _get_current_dispatch_mode_stack()
-        if self not in stack:
+        depth = torch._C._len_torch_dispatch_stack()
+        if depth and torch._C._get_dispatch_stack_at(depth - 1) is self:
+            torch._C._pop_torch_dispatch_stack(None)
+            return
+        stack = [torch._C._get_dispatch_stack_at(i) for i in range(depth)]
+        if not any(mode is self for mode in stack):  # popped by someone else's mode exit
             return
         above = []
-        while True:
-            mode = _pop_mode()
+        while True:  # pop ours from under the modes pushed since (and push those back)
+            mode = torch._C._pop_torch_dispatch_stack(None)
             if mode is self:
                 break
             above.append(mode)
         for mode in reversed(above):
-            _push_mode(mode)
+            torch._C._push_on_torch_dispatch_stack(mode)
+
+    def clear(self) -> None:
+        """At the end of a run: disarm and forget the programs' state."""
+        self.disarm()
+        self._watched.clear()
+        self._merged.clear()
+        self._written.clear()
 
     def host_synced(self) -> None:
         """The host holds every value now: nothing is stale until the next step."""
@@ -189,11 +198,16 @@ class StateWatch:
         #: per compiled tensor, every name the step found it under
         self.aliases = [by_slot[i] for i in used]
         self.requires_grad = list(map(_requires_grad, tensors))
+        #: the compiled tensors that are a model's parameters or buffers (where `requires_grad_`
+        #: and `p.data = x` apply), by position
+        self.model_positions = [i for i, names in enumerate(self.aliases) if any(n.startswith("model") for n in names)]
         self._snapshot()
 
     def _snapshot(self) -> None:
         self.registrations = _registrations[0]
-        self.data_ptrs = list(map(_data_ptr, self.tensors))
+        self.model_tensors = [self.tensors[i] for i in self.model_positions]
+        self.model_requires_grad = [self.requires_grad[i] for i in self.model_positions]
+        self.data_ptrs = list(map(_data_ptr, self.model_tensors))
         #: storages of the tensors the step changes (stale on the host after a step; see SyncOnTouch)
         self.mutated_storages = frozenset(filter(None, map(_storage, self.tensors[: self.n_mutated])))
         #: storage -> the step's state tensors on it
@@ -202,8 +216,9 @@ class StateWatch:
             ptr = _storage(t)
             if ptr is not None:
                 self.storage_map.setdefault(ptr, []).append(t)
-        self.optimizers = [(opt, [list(g["params"]) for g in opt.param_groups],
-                            [t for _, _, t in opt.hyperparameters()]) for opt in self.state.objects("optimizer")]
+        #: per optimizer and param group: its params and its tensor hyper-parameters' values, as objects
+        self.optimizers = [(opt, [(list(g["params"]), [g.get(k) for k in opt.TENSOR_HYPERPARAMS])
+                                  for g in opt.param_groups]) for opt in self.state.objects("optimizer")]
         self.small = [(obj, [t for _, t in obj.step_state()]) for _, obj in self.state.entries
                       if obj.state_kind in ("scheduler", "grad_scaler", "metric")]
 
@@ -213,33 +228,34 @@ class StateWatch:
         edits reach the device at the next upload."""
         if self._identities_changed():
             self._rebind(device_state)
-        if list(map(_requires_grad, self.tensors)) != self.requires_grad:
-            for name, t, want in zip(self.names, self.tensors, self.requires_grad):
+        if list(map(_requires_grad, self.model_tensors)) != self.model_requires_grad:
+            for i in self.model_positions:
+                t, want = self.tensors[i], self.requires_grad[i]
                 if t.requires_grad != want:
                     raise StaticGraphError(
-                        f"{name} had requires_grad={want} when the step was compiled and now has "
+                        f"{self.names[i]} had requires_grad={want} when the step was compiled and now has "
                         f"requires_grad={t.requires_grad}. Whether a tensor is trained is frozen into the compiled "
                         f"step: set requires_grad before the first step (or compile another step for the new setting)."
                     )
-        ptrs = list(map(_data_ptr, self.tensors))
+        ptrs = list(map(_data_ptr, self.model_tensors))
         if ptrs != self.data_ptrs:  # `t.data = other`: new values without a version change
-            device_state.forget([t for t, old, new in zip(self.tensors, self.data_ptrs, ptrs) if old != new])
+            device_state.forget([t for t, old, new in zip(self.model_tensors, self.data_ptrs, ptrs) if old != new])
             self._snapshot()
 
     def _identities_changed(self) -> bool:
         if self.registrations != _registrations[0]:
             return True
-        for opt, params, hyper in self.optimizers:
-            groups = opt.param_groups
-            if len(groups) != len(params):
+        for opt, groups in self.optimizers:
+            now = opt.param_groups
+            if len(now) != len(groups):
                 return True
-            for group, known in zip(groups, params):
-                now = group["params"]
-                if len(now) != len(known) or not all(map(is_, now, known)):
+            for group, (params, hyper) in zip(now, groups):
+                current = group["params"]
+                if len(current) != len(params) or not all(map(is_, current, params)):
                     return True
-            now_hyper = [t for _, _, t in opt.hyperparameters()]  # also writes numbers assigned to the groups
-            if len(now_hyper) != len(hyper) or not all(map(is_, now_hyper, hyper)):
-                return True
+                for key, value in zip(opt.TENSOR_HYPERPARAMS, hyper):
+                    if group.get(key) is not value:  # a value assigned: written into the optimizer's tensor
+                        return True
         for obj, tensors in self.small:
             if not all(map(is_, (t for _, t in obj.step_state()), tensors)):
                 return True

@@ -143,7 +143,7 @@ class RunState:
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, executor) -> None:
-        self.host_guard.disarm()
+        self.host_guard.clear()
         self.executors.append(executor)
         if self._device_state is not None:
             self._device_state.reset()  # host tensors are the truth between runs
@@ -165,7 +165,7 @@ class RunState:
             else:
                 self._run(lambda p: True)
         finally:
-            self.host_guard.disarm()
+            self.host_guard.clear()
             if self._device_state is not None:
                 self._device_state.reset()
             self.staged.clear()
@@ -192,7 +192,7 @@ class RunState:
             self.staged.stage(batch)
 
     def abandon(self) -> None:
-        self.host_guard.disarm()
+        self.host_guard.clear()
         self.staged.clear()
         self.pending.clear()
         self.executors.clear()

@@ -33,9 +33,9 @@ from .placement import SingleDevice
 class DeviceState:
     def __init__(self, seed: int = 0, placement=None):
         self.placement = placement or SingleDevice()
-        self._arrays: dict[int, jax.Array] = {}
+        # id(tensor) -> (its device array, the tensor's _version when host and device last agreed)
+        self._copies: dict[int, tuple[jax.Array, int]] = {}
         self._tensors: dict[int, torch.Tensor] = {}
-        self._versions: dict[int, int] = {}  # the tensor's _version when host and device last agreed
         self._dirty: set[int] = set()
         self.reseed(seed)
 
@@ -46,40 +46,39 @@ class DeviceState:
         """Device arrays of host tensors: uploaded on first use in a run, and again after
         a host write (see the module docstring)."""
         out = []
-        arrays, versions = self._arrays, self._versions
+        copies = self._copies
         for t, spec, name in zip(tensors, specs, names):
-            key = id(t)
-            array = arrays.get(key)
-            if array is None or versions[key] != t._version:
-                if array is not None and key in self._dirty:
-                    raise CstorchError(
-                        f"state tensor {name} was written on the host while the device held newer values, so the "
-                        f"write used stale ones. Between steps, edit state from the thread that runs the steps, "
-                        f"or sync the state to the host before editing it from elsewhere."
-                    )
-                got = TensorSpec.of(t)
-                if got != spec:
-                    raise StaticGraphError(
-                        f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step "
-                        f"cannot change the shape or dtype of its state."
-                    )
-                (array,) = self.placement.state_arrays([t], [name])
-                arrays[key] = array
-                self._tensors[key] = t
-                versions[key] = t._version
-            out.append(array)
+            copy = copies.get(id(t))
+            if copy is None or copy[1] != t._version:
+                copy = self._upload(t, spec, name, stale_host=copy is not None and id(t) in self._dirty)
+            out.append(copy[0])
         return out
+
+    def _upload(self, t: torch.Tensor, spec: TensorSpec, name: str, stale_host: bool) -> tuple:
+        if stale_host:
+            raise CstorchError(
+                f"state tensor {name} was written on the host while the device held newer values, so the write "
+                f"used stale ones. Between steps, edit state from the thread that runs the steps, or sync the "
+                f"state to the host before editing it from elsewhere."
+            )
+        got = TensorSpec.of(t)
+        if got != spec:
+            raise StaticGraphError(
+                f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step cannot change the "
+                f"shape or dtype of its state."
+            )
+        (array,) = self.placement.state_arrays([t], [name])
+        copy = self._copies[id(t)] = (array, t._version)
+        self._tensors[id(t)] = t
+        return copy
 
     def update(self, tensors: Sequence[torch.Tensor], arrays: Sequence[jax.Array]) -> None:
         """Record new device values (the host copies are now stale)."""
+        copies = self._copies
         for t, a in zip(tensors, arrays):
-            self._arrays[id(t)] = a
-            self._dirty.add(id(t))
-
-    @property
-    def host_is_stale(self) -> bool:
-        """Whether the device holds values the torch tensors do not have yet."""
-        return bool(self._dirty)
+            key = id(t)
+            copies[key] = (a, copies[key][1])
+            self._dirty.add(key)
 
     def rng_state(self) -> np.ndarray:
         """The key the next step draws from, as raw uint32 key data (waits for the device)."""
@@ -100,25 +99,23 @@ class DeviceState:
         tensor (waits for the device)."""
         keys = set(self._dirty) if tensors is None else {id(t) for t in tensors} & self._dirty
         for key in keys:  # start every transfer before waiting for the first
-            self._arrays[key].copy_to_host_async()
+            self._copies[key][0].copy_to_host_async()
         with torch.no_grad():
             for key in sorted(keys):
-                t = self._tensors[key]
-                t.copy_(to_torch(self._arrays[key], t.dtype))
-                self._versions[key] = t._version  # a read, not an edit
+                t, array = self._tensors[key], self._copies[key][0]
+                t.copy_(to_torch(array, t.dtype))
+                self._copies[key] = (array, t._version)  # a read, not an edit
         self._dirty -= keys
 
     def forget(self, tensors: Sequence[torch.Tensor]) -> None:
         """Drop the device copies of `tensors`: the next step uploads their host values."""
         for t in tensors:
-            self._arrays.pop(id(t), None)
+            self._copies.pop(id(t), None)
             self._tensors.pop(id(t), None)
-            self._versions.pop(id(t), None)
             self._dirty.discard(id(t))
 
     def reset(self) -> None:
         """Forget device copies; the host tensors become the truth again."""
         self.sync_to_host()
-        self._arrays.clear()
+        self._copies.clear()
         self._tensors.clear()
-        self._versions.clear()

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import torch
 
-from .transforms import Transform
+from .transforms import Hyper, Transform, Update
 
 REQUIRED = object()  # marks a signature argument without a default
 
@@ -68,6 +68,12 @@ class Algorithm:
     state: Callable[[Any, tuple], NamedTuple]             # (hyper, parameter shape) -> layout of Slots / None
     rule: Transform
     check_param: Optional[Callable[[torch.Tensor], None]] = None  # refuses a parameter it cannot update
+
+    def update(self, p, g, state: NamedTuple, hp: Hyper):
+        """One parameter's update, `(p', state')`: the rule's chain started from
+        Update(p, g, lr) with lr cast to p's dtype (jnp arrays in and out)."""
+        done, new = self.rule(Update(p, g, None if hp.lr is None else hp.lr.astype(p.dtype)), state, hp)
+        return done.p, new
 
     def layout(self, hyper, shape: tuple) -> tuple[type, tuple[str, ...]]:
         """The state NamedTuple type and the fields a parameter of `shape` keeps."""

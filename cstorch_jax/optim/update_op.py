@@ -26,7 +26,7 @@ from torch import Tensor
 from ..lowering import register
 from .eager import run_eagerly
 from .spec import Algorithm, decode_hyper, encode_hyper
-from .transforms import Hyper, Update
+from .transforms import Hyper
 
 
 def apply_rule(algorithm: Algorithm, params, grads, state, lr, weight_decay, hyper) -> list:
@@ -40,12 +40,11 @@ def apply_rule(algorithm: Algorithm, params, grads, state, lr, weight_decay, hyp
         held = dict(zip(fields, state[pos: pos + len(fields)]))
         pos += len(fields)
         st = state_type(**{f: held.get(f) for f in state_type._fields})
-        start = Update(p, g, None if lr is None else lr.astype(p.dtype))
-        done, st2 = algorithm.rule(start, st, hp)
+        new_p, st2 = algorithm.update(p, g, st, hp)
         kept = tuple(f for f in st2._fields if getattr(st2, f) is not None)
         if kept != fields:
             raise RuntimeError(f"update rule {algorithm.name} returned state {list(kept)}, expected {list(fields)}")
-        new_params.append(done.p.astype(p.dtype))
+        new_params.append(new_p.astype(p.dtype))
         new_state.extend(getattr(st2, f).astype(held[f].dtype) for f in fields)
     return [*new_params, *new_state]
 
