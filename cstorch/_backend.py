@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import os
 import warnings
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -59,7 +60,7 @@ class Backend:
                  validate_only: bool = False, compile_dir: str = "cached_compile", placement=None):
         self.backend_type = backend_type
         default_dir = "./cerebras_logs" if backend_type.is_csx else "./"
-        self.artifact_dir = os.path.abspath(artifact_dir or default_dir)
+        self.artifact_dir = Path(os.path.abspath(artifact_dir or default_dir))  # created when a run starts
         self.cluster_config = cluster_config if backend_type.is_csx else None
         self.compile_dir = compile_dir
         self.compile_only = compile_only

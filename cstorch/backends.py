@@ -1,45 +1,176 @@
-"""`cstorch.backends`: process-wide flags that tune how a run executes.
+"""`cstorch.backends`: the process-wide flag tree of the real API.
 
-    cstorch.backends.csx.performance.prefetch_batches = 4    # default 2
-    cstorch.backends.csx.performance.progress = False        # default "auto"
+    cstorch.backends.csx.performance.micro_batch_size = 4
+    cstorch.backends.csx.debug.retrace_every_iteration = False
+    with cstorch.backends.csx.performance:          # restored on exit
+        cstorch.backends.csx.performance.transfer_processes = 8
 
-Flags (every backend reads them, despite the `csx` in the path):
+Every flag of `cerebras.pytorch` 2.10 exists with its type and default (see
+`tests/api/inventory_2_10.json`), is type-checked on assignment (a value outside the
+flag's type hint: `TypeError("Expected <type> for `<name>`. Got <type>: <value>")`) and
+validated like the real one (`ValueError` with the real message); an unknown name is an
+`AttributeError` ("... has no flag ..."), and a group cannot be replaced. What each flag
+does here (the README's flag table says the same):
 
-* `csx.performance.prefetch_batches` (int >= 0, default 2): how many batches the host
-  input pipeline prepares ahead of the step, per data worker (see
-  `cstorch.utils.data.streamer`). 0 turns prefetching off: the loader is pulled on the
-  main thread at each step.
-* `csx.performance.progress` (`True`, `False` or `"auto"`, default `"auto"`): a tqdm
-  progress bar of the run on stderr; `"auto"` shows it only when stderr is a terminal.
+* `csx.performance.micro_batch_size` ("auto", "explore", {"explore": {"min", "max"}}, an
+  int > 0 or None): the Trainer splits each CSX batch into micro-batches of this size
+  inside the compiled step (gradients accumulated, loss averaged: the full-batch
+  step's math); other values and custom `@trace` steps compile the whole batch (the same
+  result, which is all the wafer's micro-batching changes).
+* `csx.performance.transfer_processes` (int > 0, default 5): threads that turn checkpoint
+  tensors into host arrays while `cstorch.save` writes.
+* `csx.performance.compress_weights` (bool, default False): the `compressed` attribute
+  each saved tensor carries. H5 tensor data is LZ4-compressed either way, as the real
+  H5 writer does (only its S3 writer compresses, with zstd, when the flag is set).
+* `csx.performance.prefetch_batches` (int >= 0, default 2) and `.progress` (True, False,
+  "auto"): cstorch's own input pipeline (see `cstorch.utils.data.streamer`).
+* `csx.storage.s3.profile`: reads and sets the AWS_PROFILE environment variable, as the
+  real one does (S3 checkpoint paths themselves are not supported).
+* every other flag (`precision.optimization_level`, `performance.max_transfer_bytes`,
+  `.use_speculative_optimizers`, `cluster.auto_taint`, `debug.*`) tunes the wafer's
+  compiler, appliance or cluster: accepted and validated, with no effect here.
 
-Contracts. A flag is read when a `DataExecutor` starts iterating and holds for that
-whole run. Assigning a value of the wrong type or range raises ValueError naming what
-is accepted; an unknown flag name raises AttributeError; assigning another value while
-a `DataExecutor` is iterating raises RuntimeError ("Detected changes in the backend
-flags during the execution run..."). The flags keep their values across runs and
-backends until assigned again.
+A flag is read when it is used (a run, a save, a Trainer step). Assigning another value
+while a `DataExecutor` is iterating raises RuntimeError ("Detected changes in the backend
+flags during the execution run..."). Values persist across runs and backends until
+assigned again, `reset()` or `cstorch.backends.DEFAULT` (per flag) restores defaults.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+import copy
+import os
+import typing
+from typing import Any, Callable, Dict, List, Literal, Optional, Union
+
+#: assigning this to a flag restores its default (`cstorch.backends.DEFAULT`)
+DEFAULT = object()
+
+#: the appliance's gRPC message limit (2 GiB - 1 KiB) bounds `max_transfer_bytes`
+MAX_MESSAGE_LENGTH = 2 * 1024 ** 3 - 1024
+MAX_TRANSFER_BYTES = 256 * 1024 ** 2
+
+MicroBatchSize = Union[None, int, Literal["explore", "auto"], Dict[str, Dict[str, int]]]
 
 
-@dataclass(frozen=True)
+# -- type hints ----------------------------------------------------------------------------
+def matches(value, hint) -> bool:
+    """Whether `value` fits the type hint (the rule of the real flags: isinstance for
+    classes, element-wise for list/dict, any member of a Union, equality for a Literal)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin is None:
+        return isinstance(value, hint)
+    if origin is Union:
+        return any(matches(value, a) for a in args)
+    if origin is Literal:
+        return value in args
+    if origin in (list, tuple, set):
+        return isinstance(value, origin) and all(matches(v, args[0]) for v in value) if args else \
+            isinstance(value, origin)
+    if origin is dict:
+        return isinstance(value, dict) and all(matches(k, args[0]) and matches(v, args[1])
+                                               for k, v in value.items()) if args else isinstance(value, dict)
+    raise TypeError(f"unsupported type hint {hint}")
+
+
+def describe(hint, prefix: bool = True) -> str:
+    """A type hint in words ("one of str, NoneType", "list of str")."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is None:
+        if isinstance(hint, str):
+            return f'"{hint}"'
+        return getattr(hint, "__name__", str(hint))
+    if origin in (list, tuple, set):
+        return f"{origin.__name__} of {describe(args[0])}"
+    if origin is dict:
+        return ("dictionary of " if prefix else "") + f"{describe(args[0])} to {describe(args[1])} pairs"
+    return ("one of " if prefix else "") + ", ".join(describe(a, False) for a in args)
+
+
+# -- validators (the real flags' rules and messages) -----------------------------------------
+def _transfer_processes(v):
+    if not isinstance(v, int) or v <= 0:
+        raise ValueError(f"transfer_processes must be a positive integer, got {v}")
+
+
+def _max_transfer_bytes(v):
+    if not isinstance(v, int) or v > MAX_MESSAGE_LENGTH or v < 0:
+        raise ValueError(f"max_transfer_bytes must be a positive integer less than {MAX_MESSAGE_LENGTH}, got {v}")
+
+
+def _optimization_level(v):
+    if v not in range(0, 3):
+        raise ValueError(f"optimization_level must be an integer in range [0, 3). Got {v}")
+
+
+def _micro_batch_size(v):
+    """The real rule: None, "auto", "explore", {"explore": {...}} (kept as "explore") or an
+    int > 0 (bool included, as an int)."""
+    ok = (v is None or v in ("auto", "explore") or (isinstance(v, int) and v > 0)
+          or (isinstance(v, dict) and isinstance(v.get("explore"), dict)))
+    if not ok:
+        raise ValueError(
+            f'Invalid value "{v}" for "micro_batch_size". Expected one of:\n'
+            '\t"auto": Automatically choose an optimal micro batch size.\n'
+            '\t"explore": Search for an optimal micro batch size and return.\n'
+            '\t{"explore": {"min": Optional[<positive_int>], "max": Optional[<positive_int>]}}: Search for an '
+            'optimal micro batch size within the min and max bounds and return.\n'
+            '\t<positive_int>: Use this micro batch size.\n'
+            '\tNone: Disable micro batch tiling.')
+
+
+def _own(check: Callable[[Any], bool], accepted: str):
+    """A cstorch-only flag: ValueError naming what is accepted (no real message to keep)."""
+    def validate(v, path):
+        if not check(v):
+            raise ValueError(f"{path} must be {accepted}, got {v!r}.")
+    validate.own = True
+    return validate
+
+
+class INI(dict):
+    """`backends.csx.debug.ini`: compiler INI overrides, as a dict whose keys are also
+    attributes (`ini.ws_opt_foo = 1`). Accepted and kept; they have no effect here."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+class DebugArgs(dict):
+    """`backends.csx.debug.debug_args`: the appliance's debug arguments (a protobuf in
+    the real system); a dict here, kept and without effect."""
+
+
 class _Flag:
-    default: Any
-    accepts: Callable[[Any], bool]
-    accepted: str  # what `accepts` lets through, for the error message
+    """A flag: its type hint, default (or default factory), validator (raising the real
+    error) and the conversion of an accepted value to the one kept."""
+
+    def __init__(self, hint, default, validate=None, factory: Optional[Callable] = None,
+                 convert: Optional[Callable] = None):
+        self.hint, self.validate, self.convert = hint, validate, convert
+        self.factory = factory if factory is not None else (lambda: copy.deepcopy(default))
+
+    @property
+    def default(self):
+        return self.factory()
 
 
-def _non_negative_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+class _EnvFlag(_Flag):
+    """A flag stored in an environment variable (`storage.s3.profile` = AWS_PROFILE)."""
+
+    def __init__(self, hint, variable: str):
+        super().__init__(hint, None)
+        self.variable = variable
 
 
-def _progress_mode(v) -> bool:
-    return v is True or v is False or v == "auto"
-
-
+# -- the tree ---------------------------------------------------------------------------------
 def _refuse_during_run(path: str, value) -> None:
     from ._backend import backend
 
@@ -52,50 +183,188 @@ def _refuse_during_run(path: str, value) -> None:
         )
 
 
-class _FlagGroup:
-    """A set of named flags with defaults; assignment validates the value and refuses
-    changes during a run."""
+class FlagGroup:
+    """A node of the flag tree: flags (validated on assignment) and nested groups.
+    `asdict()`, `load_flags(dict)`, `reset()`, iteration as (name, value) pairs and use
+    as a context manager (values restored on exit) follow the real flags."""
 
-    def __init__(self, path: str, flags: dict[str, _Flag]):
+    def __init__(self, path: str, flags: Dict[str, _Flag] = None, groups: Dict[str, "FlagGroup"] = None):
         object.__setattr__(self, "_path", path)
-        object.__setattr__(self, "_flags", flags)
-        for name, flag in flags.items():
-            object.__setattr__(self, name, flag.default)
+        object.__setattr__(self, "_flags", dict(flags or {}))
+        object.__setattr__(self, "_groups", dict(groups or {}))
+        object.__setattr__(self, "_saved", [])
+        for name, group in self._groups.items():
+            object.__setattr__(self, name, group)
+        self.reset(recurse=False, check_run=False)
+
+    @property
+    def _name(self) -> str:
+        return self._path.rsplit(".", 1)[-1]
+
+    def __getattribute__(self, name):
+        if not name.startswith("_"):
+            flag = object.__getattribute__(self, "_flags").get(name)
+            if isinstance(flag, _EnvFlag):
+                return os.environ.get(flag.variable)
+        return object.__getattribute__(self, name)
 
     def __setattr__(self, name: str, value) -> None:
-        path = f"{self._path}.{name}"
+        self._set(name, value, check_run=True)
+
+    def _set(self, name: str, value, check_run: bool) -> None:
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+            return
+        if name in self._groups:
+            if value is self._groups[name]:
+                return
+            raise AttributeError(f"{name} is a nested flag and cannot be set directly ({self._path}.{name} is a "
+                                 f"group of flags: assign its flags one by one instead).")
         flag = self._flags.get(name)
         if flag is None:
-            raise AttributeError(f"{self._path} has no flag {name!r}; its flags are {sorted(self._flags)}.")
-        if not flag.accepts(value):
-            raise ValueError(f"{path} must be {flag.accepted}, got {value!r}.")
-        if value != getattr(self, name):
+            known = sorted([*self._flags, *self._groups])
+            raise AttributeError(f"'_{self._name}' has no flag '{name}' ({self._path}'s flags are {known}).")
+        path = f"{self._path}.{name}"
+        if value is DEFAULT:
+            value = flag.default
+        elif getattr(flag.validate, "own", False):
+            flag.validate(value, path)
+        else:
+            if not matches(value, flag.hint):
+                raise TypeError(f"Expected {describe(flag.hint)} for `{name}`. Got {type(value)}: {value}")
+            if flag.validate is not None:
+                flag.validate(value)
+            if flag.convert is not None:
+                value = flag.convert(value)
+        if check_run and _differs(getattr(self, name, DEFAULT), value):
             _refuse_during_run(path, value)
+        if isinstance(flag, _EnvFlag):
+            if isinstance(value, str):
+                os.environ[flag.variable] = value
+            else:
+                os.environ.pop(flag.variable, None)
+            return
         object.__setattr__(self, name, value)
 
+    # -- the real flags' methods --------------------------------------------------------------
+    def asdict(self) -> dict:
+        """A deep copy of the values, nested groups as dicts."""
+        out = {name: copy.deepcopy(getattr(self, name)) for name in self._flags}
+        out.update({name: group.asdict() for name, group in self._groups.items()})
+        return out
+
+    def __iter__(self):
+        yield from self.asdict().items()
+
+    def load_flags(self, data) -> None:
+        """Assign every flag of a dict (or another group of this kind), recursively."""
+        if isinstance(data, FlagGroup):
+            if data._path != self._path:
+                raise ValueError(f"Expected flags of {self._path}. Got {data._path}")
+            data = data.asdict()
+        if not isinstance(data, dict):
+            raise ValueError(f"Expected a dictionary, got {type(data)}")
+        for key, value in data.items():
+            if key in self._groups:
+                self._groups[key].load_flags(value)
+            else:
+                setattr(self, key, copy.deepcopy(value))
+
+    def reset(self, recurse: bool = True, check_run: bool = True) -> None:
+        """Every flag back to its default (and the nested groups' when `recurse`)."""
+        for name, flag in self._flags.items():
+            if not isinstance(flag, _EnvFlag):  # the environment variable keeps its value
+                self._set(name, flag.default, check_run)
+        if recurse:
+            for group in self._groups.values():
+                group.reset(recurse, check_run)
+
+    def __enter__(self):
+        self._saved.append(self.asdict())
+        return self
+
+    def __exit__(self, *exc):
+        if self._saved:
+            self.load_flags(self._saved.pop())
+        return False
+
     def __repr__(self) -> str:
-        values = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._flags)
-        return f"{self._path}({values})"
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.asdict().items())
+        return f"{self._name}({inner})"
 
 
-class _Namespace:
-    """A read-only node of the flag tree (its groups cannot be replaced)."""
-
-    def __init__(self, path: str, **children):
-        object.__setattr__(self, "_path", path)
-        for name, child in children.items():
-            object.__setattr__(self, name, child)
-
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError(f"{self._path}.{name} is a group of flags: assign its flags one by one instead.")
+def _differs(old, new) -> bool:
+    try:
+        return bool(old != new)
+    except Exception:  # values without a plain comparison: any assignment is a change
+        return True
 
 
-csx = _Namespace(
-    "cstorch.backends.csx",
-    performance=_FlagGroup("cstorch.backends.csx.performance", {
-        "prefetch_batches": _Flag(2, _non_negative_int, "an integer >= 0 (0 turns prefetching off)"),
-        "progress": _Flag("auto", _progress_mode, 'True, False or "auto" (a bar only when stderr is a terminal)'),
+def _non_negative_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _progress_mode(v) -> bool:
+    return v is True or v is False or v == "auto"
+
+
+_MEMORY = {name: _Flag(Optional[int], None) for name in (
+    "compile_crd_memory_gi", "execute_crd_memory_gi", "wrk_memory_gi", "act_memory_gi", "cmd_memory_gi",
+    "wgt_memory_gi", "chf_memory_gi")}
+
+csx = FlagGroup("cstorch.backends.csx", groups={
+    "precision": FlagGroup("cstorch.backends.csx.precision", {
+        "optimization_level": _Flag(int, 1, _optimization_level),
     }),
-)
+    "performance": FlagGroup("cstorch.backends.csx.performance", {
+        "micro_batch_size": _Flag(MicroBatchSize, "auto", _micro_batch_size,  # {"explore": bounds} is kept as
+                                  convert=lambda v: "explore" if isinstance(v, dict) else v),  # "explore"
+        "transfer_processes": _Flag(int, 5, _transfer_processes),
+        "max_transfer_bytes": _Flag(int, MAX_TRANSFER_BYTES, _max_transfer_bytes),
+        "compress_weights": _Flag(bool, False),
+        "use_speculative_optimizers": _Flag(bool, True),
+        "prefetch_batches": _Flag(int, 2, _own(_non_negative_int, "an integer >= 0 (0 turns prefetching off)")),
+        "progress": _Flag(Any, "auto", _own(_progress_mode,
+                                            'True, False or "auto" (a bar only when stderr is a terminal)')),
+    }),
+    "cluster": FlagGroup("cstorch.backends.csx.cluster", {
+        "auto_taint": _Flag(bool, False),
+    }),
+    "storage": FlagGroup("cstorch.backends.csx.storage", groups={
+        "s3": FlagGroup("cstorch.backends.csx.storage.s3", {"profile": _EnvFlag(Optional[str], "AWS_PROFILE")}),
+    }),
+    "debug": FlagGroup("cstorch.backends.csx.debug", {
+        "ini": _Flag(Union[INI, dict], None, factory=INI, convert=lambda v: v if isinstance(v, INI) else INI(v)),
+        "debug_args": _Flag(Union[DebugArgs, dict], None, factory=DebugArgs,
+                            convert=lambda v: v if isinstance(v, DebugArgs) else DebugArgs(v)),
+        "drop_data": _Flag(bool, False),
+        "lazy_initialization": _Flag(bool, True),
+        "skip_weight_init": _Flag(bool, False),
+        "optimize_initialization": _Flag(bool, True),
+        "log_initialization": _Flag(bool, True),
+        "retrace_every_iteration": _Flag(bool, False),
+        "implicit_cast_cb16_to_fp32": _Flag(bool, False),
+        "save_gpv": _Flag(bool, False),
+        "check_constraints": _Flag(bool, False),
+        "op_definition_module": _Flag(Optional[str], None),
+        "skip_connectivity_check": _Flag(bool, False),
+        "fabric_type_blacklist": _Flag(Optional[List[Literal["cs2", "cs3"]]], None),
+        **_MEMORY,
+    }),
+})
 
-__all__ = ["csx"]
+#: the root of the tree, as `cstorch.backends` is in the real package
+backends = FlagGroup("cstorch.backends", groups={"csx": csx})
+object.__setattr__(backends, "DEFAULT", DEFAULT)
+
+
+def reset() -> None:
+    """Every flag back to its default."""
+    backends.reset()
+
+
+def asdict() -> dict:
+    return backends.asdict()
+
+
+__all__ = ["backends", "csx", "DEFAULT", "reset", "asdict"]

@@ -8,36 +8,34 @@ from typing import Callable
 from . import _backend
 
 
-def step_closure(fn: Callable) -> Callable:
+def step_closure(closure: Callable) -> Callable:
     """Calling the decorated function queues it with its (snapshotted) arguments; it
     runs after the step with plain host tensors. Called inside a traced CSX step, it
     repeats every step with that step's values. With no backend it runs at once."""
-
-    @functools.wraps(fn)
-    def closure(*args, **kwargs):
+    @functools.wraps(closure)
+    def queued(*args, **kwargs):
         b = _backend.backend()
         if b is None:
-            return fn(*args, **kwargs)
-        b.run.queue(fn, args, kwargs, checkpoint=False)
+            return closure(*args, **kwargs)
+        b.run.queue(closure, args, kwargs, checkpoint=False)
 
-    closure.is_step_closure = True
-    return closure
+    queued.is_step_closure = True
+    return queued
 
 
-def checkpoint_closure(fn: Callable) -> Callable:
+def checkpoint_closure(closure: Callable) -> Callable:
     """A step closure that runs only on checkpoint steps of the active DataExecutor,
     after the model and optimizer tensors have been updated with that step's values."""
-
-    @functools.wraps(fn)
-    def closure(*args, **kwargs):
+    @functools.wraps(closure)
+    def queued(*args, **kwargs):
         b = _backend.backend()
         if b is None:
             raise RuntimeError(
                 "Cannot fetch a checkpoint outside of an execution context. Please make all calls to any "
                 "checkpoint closures inside the training loop."
             )
-        b.run.queue(fn, args, kwargs, checkpoint=True)
+        b.run.queue(closure, args, kwargs, checkpoint=True)
 
-    closure.is_step_closure = True
-    closure.is_checkpoint_closure = True
-    return closure
+    queued.is_step_closure = True
+    queued.is_checkpoint_closure = True
+    return queued

@@ -81,7 +81,7 @@ class _Program:
 
 class TracedStep:
     def __init__(self, fn: Callable):
-        self.fn = fn
+        self.fn = amp.conditional_update.conditional_updates(fn)  # resolves amp.update_if_finite marks
         self.program: Optional[_Program] = None
         functools.update_wrapper(self, fn)
 

@@ -191,6 +191,32 @@ def decompositions() -> dict:
     return table
 
 
+#: user decompositions (`cstorch.register_decomposition`): op -> (fn, the table's entry it replaced)
+_USER_DECOMPOSITIONS: dict = {}
+
+
+def register_decomposition(op: torch._ops.OpOverload, fn) -> None:
+    """Decompose `op` with `fn` in pass 2 of every later capture (replacing torch's own
+    decomposition of it, if any)."""
+    if op in _USER_DECOMPOSITIONS:
+        raise RuntimeError(f"A decomposition for {op} has already been registered.")
+    table = decompositions()
+    _USER_DECOMPOSITIONS[op] = (fn, table.get(op))
+    table[op] = fn
+
+
+def remove_decomposition(op: torch._ops.OpOverload) -> None:
+    """Undo `register_decomposition(op, ...)`."""
+    if op not in _USER_DECOMPOSITIONS:
+        raise RuntimeError(f"Decomposition for {op} has not been registered.")
+    _, previous = _USER_DECOMPOSITIONS.pop(op)
+    table = decompositions()
+    if previous is None:
+        table.pop(op, None)
+    else:
+        table[op] = previous
+
+
 class _ContiguousLinalgInputs(torch.overrides.TorchFunctionMode):
     """Pass 1: determinants factor a contiguous copy of their input.
 

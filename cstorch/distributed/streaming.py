@@ -12,6 +12,8 @@ instance) learns its share of the stream:
 * `is_streamer()`: whether the calling code runs inside a worker.
 * `get_ordinal()` / `num_tasks()`: the worker id and the worker count (the tasks of a
   run here are its data workers), 0 and 1 outside; `is_master_ordinal()` is ordinal 0.
+* `is_receiver()` / `num_receivers()`: the task that receives the step's outputs is the
+  training loop itself (not a data worker), and there is one.
 * `get_streaming_batch_size(effective_batch_size, global_rank=None)`: the batch size a
   worker streams. Every worker streams whole global batches (the engine shards a
   batch over the devices), so it is `effective_batch_size` unchanged.
@@ -77,14 +79,28 @@ def num_tasks() -> int:
     return num_streamers()
 
 
-def is_master_ordinal() -> bool:
+def is_master_ordinal(local: bool = False) -> bool:
+    """Whether the calling task is ordinal 0 (`local` is accepted for the XLA-style API)."""
     return get_ordinal() == 0
+
+
+def is_receiver() -> bool:
+    """Whether the calling code receives the step's outputs (the training loop, not a data worker)."""
+    return not is_streamer()
+
+
+def num_receivers() -> int:
+    """The number of tasks receiving the step's outputs: 1."""
+    return 1
 
 
 def get_streaming_batch_size(effective_batch_size: int, global_rank: Optional[int] = None) -> int:
     """The batch size a data worker streams: the whole `effective_batch_size` (every
     worker streams global batches; `global_rank` does not change that here)."""
-    if not isinstance(effective_batch_size, int) or isinstance(effective_batch_size, bool) \
-            or effective_batch_size < 1:
-        raise ValueError(f"effective_batch_size must be a positive integer, got {effective_batch_size!r}.")
+    if not isinstance(effective_batch_size, int):
+        raise TypeError(f"Expected effective batch size to be an integer, but got type {type(effective_batch_size)} "
+                        f"with value {effective_batch_size}.")
+    if effective_batch_size <= 0:
+        raise ValueError(f"Expected effective batch size to be a positive integer, but got value "
+                         f"{effective_batch_size}.")
     return effective_batch_size

@@ -106,6 +106,8 @@ class AUCMetric(Metric):
         area = slope * (d_tp + intercept * torch.log(ratio))
         return divide_no_nan(area, (tp[1:] + fn[1:]).clamp(min=0)).sum()
 
+    interpolate_pr_auc = _interpolated_pr_auc  # the real metric's public name
+
     def _area(self) -> torch.Tensor:
         if self.curve == "PR" and self.summation_method == "interpolation":
             return self._interpolated_pr_auc()

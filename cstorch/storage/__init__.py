@@ -6,11 +6,13 @@ import os
 
 import torch
 
+from ..unsupported import module_getattr
 from . import serializers
 from .h5 import H5Reader, H5Tensor, write_h5
 from .layout import FORMAT_VERSION, Layout, PickledObject, entry_tensor, layout_of, state_of
 
 __all__ = ["save", "load", "PickledObject", "H5Tensor", "FORMAT_VERSION", "serializers"]
+__getattr__ = module_getattr(__name__)  # names of the real module not provided here (cstorch.unsupported)
 
 
 def save(state_dict, ckpt_path, *, allow_pickle: bool = False) -> None:

@@ -39,10 +39,9 @@ def _stored_array(a: np.ndarray) -> np.ndarray:
     return a.view(np.int16) if a.dtype == ml_dtypes.bfloat16 else a
 
 
-def _write_entry(f: h5py.File, e: Entry) -> None:
+def _write_entry(f: h5py.File, e: Entry, value) -> None:
     if e.payload is None:
         return
-    value = e.payload()
     if e.kind == OBJECT:
         ds = f.create_dataset(e.key, data=h5py.Empty("f"), track_order=True)
         ds.attrs.update(e.metadata)
@@ -52,6 +51,25 @@ def _write_entry(f: h5py.File, e: Entry) -> None:
     ds = f.create_dataset(e.key, data=arr, **(_LZ4 if arr.ndim else {}))
     ds.attrs.update(e.metadata)
     ds.attrs["__NUMPY__"] = True
+
+
+def _payloads(entries):
+    """(entry, payload) in order, the payloads (host copies of the tensors) made by
+    `cstorch.backends.csx.performance.transfer_processes` threads, a bounded window ahead."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..backends import csx
+
+    workers = csx.performance.transfer_processes
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cstorch-save") as pool:
+        window = []
+        for e in entries:
+            window.append((e, pool.submit(e.payload) if e.payload is not None else None))
+            if len(window) > 2 * workers:
+                e0, f0 = window.pop(0)
+                yield e0, f0.result() if f0 is not None else None
+        for e0, f0 in window:
+            yield e0, f0.result() if f0 is not None else None
 
 
 def _progress(total: int, desc: str):
@@ -90,8 +108,8 @@ def write_h5(layout: Layout, path: str) -> None:
             f.attrs["__spec__"] = layout.spec_json
             f.attrs["__version__"] = FORMAT_VERSION
             f.attrs["__cstorch_version__"] = layout.cstorch_version
-            for e in layout.entries:
-                _write_entry(f, e)
+            for e, value in _payloads(layout.entries):
+                _write_entry(f, e, value)
                 f.attrs[f"{e.key}.__metadata__"] = key_metadata(e.key, e.metadata)
                 if progress is not None:
                     progress.update(1)

@@ -176,7 +176,9 @@ def tensor_metadata(shape, dtype: torch.dtype) -> dict:
     meta = {"__TORCH__": True, "shapes": [list(shape)], "dtypes": [str(dtype)]}
     if dtype in RTFX_CODES:
         meta["rtfx_dtypes"] = [RTFX_CODES[dtype]]
-    meta.update({"__TYPE__": TENSOR, "__NUMPY__": True, "compressed": False})
+    from ..backends import csx  # `compressed` records the compress_weights flag, as the real writer does
+
+    meta.update({"__TYPE__": TENSOR, "__NUMPY__": True, "compressed": bool(csx.performance.compress_weights)})
     return meta
 
 

@@ -49,8 +49,9 @@ import sys
 import warnings
 from typing import Optional, Sequence
 
+from .build import run_trainer
 from .checks import device_name
-from .config import ConfigError, convert_legacy, is_legacy, load_params, mode_for, trainer_specs
+from .config import ConfigError, convert_legacy, is_legacy, load_params, mode_for, trainer_dicts
 
 #: the flags that set CSX-only settings (also those of the legacy runner, `runner.build_parser`)
 CSX_FLAGS = ("num_csx", "num_workers_per_csx", "compile_only", "validate_only")
@@ -179,7 +180,7 @@ def effective_params(args: argparse.Namespace, params: dict) -> dict:
     params = convert_legacy(params) if is_legacy(params) else copy.deepcopy(params)
     if all(getattr(args, k, None) is None for k in _OVERRIDE_FLAGS):
         return params
-    for path, spec in trainer_specs(params):  # the trainer dicts of `params`, changed in place
+    for path, spec in trainer_dicts(params):  # the trainer dicts of `params`, changed in place
         init = _section(spec, "init", path)
         if args.model_dir is not None:
             init["model_dir"] = args.model_dir
@@ -206,7 +207,7 @@ def run_mode(command: str, params: dict) -> str:
 def num_csx(params: dict) -> int:
     """The largest `backend.cluster_config.num_csx` of the trainers (1 when none)."""
     counts = [1]
-    for _, spec in trainer_specs(params):
+    for _, spec in trainer_dicts(params):
         init = spec.get("init")
         backend = init.get("backend") if isinstance(init, dict) else None
         if isinstance(backend, dict) and device_name(backend.get("backend_type", "CSX")) == "CSX":
@@ -238,8 +239,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         params = effective_params(args, load_params(args.params))
         mode = run_mode(args.command, params)
         ensure_host_device_count(num_csx(params))
-        from .build import run_trainer  # builds the backend: only after XLA_FLAGS is final
-
+        # builds the backend: only after XLA_FLAGS is final
         run_trainer(mode, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
     except ConfigError as e:
         print(f"cstorch: error: {e}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """The legacy flat format (Model Zoo <= 1.8: `runconfig:`, `train_input:`, ...) -> the
-`trainer:` format of config.py (`convert_legacy`). Every legacy key has a row; a key
+`trainer:` format of config.py / specs/ (`convert_legacy`). Every legacy key has a row; a key
 with no row is a ConfigError naming it (nothing is dropped silently)::
 
     legacy key                                 trainer: key
@@ -56,6 +56,8 @@ from __future__ import annotations
 import copy
 import warnings
 from typing import Any, Optional
+
+from cstorch.optim.catalog import optimizer_class
 
 from .checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_number, suggest
 
@@ -161,8 +163,6 @@ def convert_legacy(params: dict, model_name: Optional[str] = None) -> dict:
             raise ConfigError("Legacy key optimizer needs optimizer.optimizer_type (the optimizer class, e.g. AdamW).")
         otype = opt.pop("optimizer_type")
         try:
-            from cstorch.optim.configure import optimizer_class
-
             otype = optimizer_class(str(otype)).__name__
         except ValueError:
             otype = str(otype)  # validation reports it with suggestions

@@ -1,22 +1,35 @@
-"""Names in a `trainer:` YAML -> Python classes.
+"""Names in a `trainer:` YAML -> Python classes, and what a YAML may name.
 
-`resolve(kind, name, base_dir=None)` turns the name a YAML gives for a model
+`resolve(kind, name, base_dir=None)` finds what the name a YAML gives for a model
 (`model.name`), a data processor (`data_processor:`), a callback or a logger (the
-`{ClassName: kwargs}` items of `callbacks:` / `loggers:`) into the object to call.
+`{ClassName: kwargs}` items of `callbacks:` / `loggers:`) stands for, calling nothing.
 `kind` is one of `KINDS`. The name is tried, in this order, as:
 
 1. a name registered for that kind with `@register_model(name)` /
-   `@register_data_processor(name)` (or `register(kind, name)`);
+   `@register_data_processor(name)` (or `register(kind, name)`): the registered object,
+   a class or a factory;
 2. for callbacks and loggers: a class of `cstorch.trainer.callbacks` /
    `cstorch.trainer.loggers`;
-3. a dotted import path, `package.module.Class` or `package.module:Class`;
+3. a dotted import path, `package.module.Class` or `package.module:Class`: the module
+   is imported, the object must be a class. A module of the Python standard library is
+   refused without importing it (no model, data processor, callback or logger class
+   lives there; this also keeps `os.system`, `subprocess.Popen`, `builtins.eval` out);
 4. a Python file and a class in it, `path/to/file.py:Class`; a relative path is taken
    from `base_dir` (the YAML file's folder; the working directory when None). The file
    is imported once per process under a module name derived from its resolved path
-   (`cstorch_user_<hash>_<stem>`), so naming it twice gives the same class object.
+   (`cstorch_user_<hash>_<stem>`), so naming it twice gives the same class object. A
+   file of the Python installation (the standard library, site-packages) is refused
+   without loading it: name installed code by its dotted path.
 
 An unknown name is a ValueError that names the kind, the name, what was tried and the
 closest registered names.
+
+`check_kind(kind, name, obj)` is what a YAML may name at a place of `kind`: a name
+registered for that kind (the registering code vouches for the object), or a class of
+the kind (`KIND_CLASSES`): a model is a `torch.nn.Module` subclass, a data processor a
+class with a `create_dataloader()` method (Model Zoo's data processors), a callback a
+`Callback` subclass, a logger a `Logger` subclass. The YAML specs (`specs/`) call both,
+so that a name is checked before anything it names is called or instantiated.
 """
 from __future__ import annotations
 
@@ -24,17 +37,39 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import site
 import sys
-from typing import Callable, Optional
+import sysconfig
+from typing import Callable, NamedTuple, Optional
 
+import torch
+
+from . import callbacks, loggers
+from .callbacks.base import Callback
 from .checks import suggest
+from .loggers import Logger
 
-#: the kinds of names a YAML gives, and where `resolve` looks for each besides the registry
-KINDS = ("model", "data_processor", "callback", "logger")
-_BUILTIN_MODULES = {
-    "callback": ("cstorch.trainer.callbacks", "cstorch.trainer.loggers"),
-    "logger": ("cstorch.trainer.loggers", "cstorch.trainer.callbacks"),
+
+class KindClass(NamedTuple):
+    """What a class named (not registered) at a place of some kind must be."""
+
+    #: `accepts(cls)` for a class `cls`
+    accepts: Callable[[type], bool]
+    #: the requirement in words, for the error
+    what: str
+
+
+#: the kinds of names a YAML gives, and what an unregistered name must be of each
+KIND_CLASSES = {
+    "model": KindClass(lambda c: issubclass(c, torch.nn.Module), "a subclass of torch.nn.Module"),
+    "data_processor": KindClass(lambda c: callable(getattr(c, "create_dataloader", None)),
+                                "a class with a create_dataloader() method"),
+    "callback": KindClass(lambda c: issubclass(c, Callback), "a subclass of cstorch.trainer.Callback"),
+    "logger": KindClass(lambda c: issubclass(c, Logger), "a subclass of cstorch.trainer.loggers.Logger"),
 }
+KINDS = tuple(KIND_CLASSES)
+#: where `resolve` looks for callbacks and loggers besides the registry
+_BUILTIN_MODULES = {"callback": (callbacks, loggers), "logger": (loggers, callbacks)}
 _REGISTRY: dict[str, dict[str, object]] = {kind: {} for kind in KINDS}
 
 
@@ -96,12 +131,8 @@ def resolve(kind: str, name: str, base_dir: Optional[str] = None):
         return _REGISTRY[kind][name]
 
     builtin_names: list[str] = []
-    for module_name in _BUILTIN_MODULES.get(kind, ()):
-        tried.append(f"classes of {module_name}")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
+    for module in _BUILTIN_MODULES.get(kind, ()):
+        tried.append(f"classes of {module.__name__}")
         obj = getattr(module, name, None)
         if isinstance(obj, type):
             return obj
@@ -120,12 +151,37 @@ def resolve(kind: str, name: str, base_dir: Optional[str] = None):
 
     hint = suggest(name, list(_REGISTRY[kind]) + builtin_names)
     if kind in _BUILTIN_MODULES:
-        how = (f"Name a class of {_BUILTIN_MODULES[kind][0]}, or your own as package.module.Class or "
+        how = (f"Name a class of {_BUILTIN_MODULES[kind][0].__name__}, or your own as package.module.Class or "
                f"path/to/file.py:Class.")
     else:
         how = (f"Register it with @cstorch.trainer.registry.register_{kind}({name!r}) in a module that is imported, "
                f"or name it as package.module.Class or path/to/file.py:Class.")
     raise ValueError(f"Unknown {label} {name!r}: tried {'; '.join(tried)}.{hint} {how}")
+
+
+def _describe(obj) -> str:
+    """What `obj` is, in words: "a builtin_function_or_method", "a class of package.module",
+    "a class of file path/to/file.py"."""
+    if not isinstance(obj, type):
+        return f"a {type(obj).__name__}"
+    module = sys.modules.get(obj.__module__)
+    if obj.__module__.startswith("cstorch_user_") and getattr(module, "__file__", None):
+        return f"a class of file {module.__file__}"
+    return f"a class of {obj.__module__}"
+
+
+def check_kind(kind: str, name: str, obj) -> None:
+    """ValueError unless a YAML may name `obj` (what `resolve(kind, name)` found) at a
+    place of `kind`: registered under `name` for `kind`, or a class of the kind
+    (`KIND_CLASSES`). Calls nothing."""
+    _check_kind(kind)
+    if _REGISTRY[kind].get(str(name).strip()) is obj:
+        return
+    expected = KIND_CLASSES[kind]
+    if not (isinstance(obj, type) and expected.accepts(obj)):
+        label = kind.replace("_", " ")
+        raise ValueError(f"{label} {name!r} is not a {label} class: a {label} that is not registered must be "
+                         f"{expected.what}, and {name} is {_describe(obj)}. Nothing was called.")
 
 
 def _get_attr(kind: str, name: str, module, attr: str, where: str):
@@ -136,13 +192,19 @@ def _get_attr(kind: str, name: str, module, attr: str, where: str):
             raise ValueError(f"Unknown {kind.replace('_', ' ')} {name!r}: {where} has no attribute {attr!r}."
                              f"{suggest(attr, names)}")
         obj = getattr(obj, part)
-    if not callable(obj):
-        raise ValueError(f"{kind.replace('_', ' ')} {name!r}: {attr!r} in {where} is not a class or callable "
-                         f"(it is a {type(obj).__name__}).")
+    if not isinstance(obj, type):
+        raise ValueError(f"{kind.replace('_', ' ')} {name!r}: {attr!r} in {where} is not a class (it is "
+                         f"{_describe(obj)}); a {kind.replace('_', ' ')} named by import path or file must be a "
+                         f"class. Nothing was called.")
     return obj
 
 
 def _from_module(kind: str, name: str, module_name: str, attr: str):
+    top = module_name.split(".")[0]
+    if top in sys.stdlib_module_names:
+        raise ValueError(f"{kind.replace('_', ' ')} {name!r}: {top!r} is a module of the Python standard library, "
+                         f"which holds no {kind.replace('_', ' ')} class; name your own class (a registered name, "
+                         f"package.module.Class or path/to/file.py:Class). Nothing was imported or called.")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
@@ -181,6 +243,14 @@ def load_file(path: str):
     return module
 
 
+def _installation_dirs() -> list[str]:
+    """The folders of the Python installation: the standard library and site-packages."""
+    paths = sysconfig.get_paths()
+    dirs = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)]
+    dirs += site.getsitepackages() + [site.getusersitepackages()]
+    return sorted({os.path.realpath(d) for d in dirs})
+
+
 def _from_file(kind: str, name: str, file_part: str, attr: str, base_dir: Optional[str]):
     path = os.path.expanduser(file_part)
     if not os.path.isabs(path):
@@ -189,11 +259,17 @@ def _from_file(kind: str, name: str, file_part: str, attr: str, base_dir: Option
         raise ValueError(f"Unknown {kind.replace('_', ' ')} {name!r}: the file {path!r} does not exist "
                          f"(a relative path is taken from {'the YAML file' if base_dir else 'the working'} "
                          f"directory {os.path.abspath(base_dir or os.getcwd())!r}).")
+    real = os.path.realpath(path)
+    inside = [d for d in _installation_dirs() if os.path.commonpath([real, d]) == d]
+    if inside:
+        raise ValueError(f"{kind.replace('_', ' ')} {name!r}: {path!r} is a file of the Python installation "
+                         f"({inside[0]}); name installed code by its import path (package.module.Class), your own "
+                         f"by file. Nothing was loaded or called.")
     if not attr:
         raise ValueError(f"{kind.replace('_', ' ')} {name!r}: name the class after the colon, "
                          f"e.g. {file_part}:MyClass.")
     return _get_attr(kind, name, load_file(path), attr, f"file {path!r}")
 
 
-__all__ = ["KINDS", "register", "register_model", "register_data_processor", "registered", "resolve", "load_file",
-           "module_name_for"]
+__all__ = ["KINDS", "KIND_CLASSES", "register", "register_model", "register_data_processor", "registered", "resolve",
+           "check_kind", "load_file", "module_name_for"]

@@ -84,10 +84,10 @@ Params. `params` is the legacy flat dict (`train_input`, `eval_input`, `model`,
 `optimizer`, `runconfig`, `sparsity`) or a `trainer:` dict; the legacy format is
 converted by `cstorch.trainer.legacy.convert_legacy` (runconfig.max_steps ->
 loop.max_steps, checkpoint_steps -> checkpoint.steps, optimizer.optimizer_type /
-learning_rate -> optimizer and schedulers, ...), validated by `cstorch.trainer.config`,
-and the Trainer's arguments are built by `build.trainer_arguments` (`init.loggers`
-aside: the runner's `loggers` argument decides). The model comes from the runner's
-`model` argument, the data from the drivers' arguments, so `model:` (except
+learning_rate -> optimizer and schedulers, ...), parsed by `cstorch.trainer.config`,
+and the Trainer's arguments are built by `build.trainer_arguments` from the spec of
+`init` (`init.loggers` aside: the runner's `loggers` argument decides). The model comes
+from the runner's `model` argument, the data from the drivers' arguments, so `model:` (except
 mixed_precision / fp16_type) and the dataloader sections are not used here. A
 `runconfig.checkpoint_path` is loaded by the first run; without one the latest checkpoint
 of model_dir is (as the Trainer does). Without a training length (max_steps, num_steps
@@ -113,6 +113,7 @@ from .callbacks.loop import TrainingLoop, ValidationLoop
 from .cli import check_csx_target, csx_flags, ensure_host_device_count, positive_int, set_compile_mode, set_max_steps
 from .config import MODES, RUN_MODES, ConfigError
 from .legacy import convert_legacy, is_legacy
+from .specs import InitSpec
 from .trainer import Trainer
 
 
@@ -256,9 +257,9 @@ def _same(value):
     return value
 
 
-def _trainer_spec(params, base_dir: Optional[str] = None) -> dict:
-    """The validated `trainer:` dict of `params` (legacy converted); `base_dir` anchors
-    the relative `file.py:Class` names."""
+def _trainer_spec(params, base_dir: Optional[str] = None) -> tuple[dict, InitSpec]:
+    """The `trainer:` dict of `params` (legacy converted) and the spec of its `init`
+    (parsed with a stand-in model); `base_dir` anchors the relative `file.py:Class` names."""
     if not isinstance(params, dict):
         raise ConfigError(f"params must be a dict (the legacy flat format or a `trainer:` dict), got "
                           f"{type(params).__name__}")
@@ -274,9 +275,9 @@ def _trainer_spec(params, base_dir: Optional[str] = None) -> dict:
                           "`trainer:` mapping (a list of trainers is for `cstorch fit`, not the runner).")
     init = spec.get("init") or {}
     # model and data come from the runner's arguments: validate everything else
-    _config.validate_trainer({"init": {**init, "model": {"name": f"{__name__}:_StandInModel"}}},
-                             base_dir=base_dir)
-    return spec
+    checked = _config.validate_trainer({"init": {**init, "model": {"name": f"{__name__}:_StandInModel"}}},
+                                       base_dir=base_dir)
+    return spec, checked.init
 
 
 class PyTorchBaseRunner:
@@ -292,11 +293,11 @@ class PyTorchBaseRunner:
     def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module]], params: dict, *,
                  callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
         self.params = params
-        spec = self._spec = _trainer_spec(params, base_dir)
-        init = spec.get("init") or {}
-        trains = any((init.get("loop") or {}).get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
+        self._spec, init = _trainer_spec(params, base_dir)
+        lengths = init.loop.kwargs if init.loop is not None else {}
+        trains = any(lengths.get(k) is not None for k in ("max_steps", "num_steps", "num_epochs"))
         # init.loggers is not used: the Trainer gets the `loggers` argument (None: its own)
-        kwargs = build.trainer_arguments({**init, "loggers": None}, training=trains, base_dir=base_dir)
+        kwargs = build.trainer_arguments(init.model_copy(update={"loggers": ()}), training=trains)
         loop = kwargs["loop"]
         self._eval_loop = loop if isinstance(loop, ValidationLoop) else ValidationLoop(eval_steps=loop.eval_steps)
         self._hooks = _RunnerHooks(self)

@@ -1,5 +1,6 @@
 """What a train or validation step handles: the model's return value as a dict of
-outputs, its loss, and a batch's size and micro-batches (`TrainingLoop.grad_accum_steps`)."""
+outputs, its loss, and a batch's size and micro-batches (`TrainingLoop.grad_accum_steps`,
+or on CSX `cstorch.backends.csx.performance.micro_batch_size`)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -33,6 +34,45 @@ def loss_of(outputs: dict) -> torch.Tensor:
 def batch_size_of(batch) -> Optional[int]:
     sizes = {t.shape[0] for t in pytree.tree_leaves(batch) if isinstance(t, torch.Tensor) and t.dim() > 0}
     return sizes.pop() if len(sizes) == 1 else None
+
+
+def micro_batch_count(size: Optional[int], grad_accum_steps: int, backend) -> int:
+    """How many micro-batches a train step splits a batch of `size` samples into.
+
+    On CSX an int `cstorch.backends.csx.performance.micro_batch_size` M is the
+    micro-batch size per device (per CSX): each device's `size / num_csx` samples are
+    split into micro-batches of M, so the step runs `size / (num_csx * M)` micro-batches
+    (gradients summed, loss averaged: the full batch's step), and `grad_accum_steps` is
+    ignored, as on the real system. Otherwise (CPU/GPU, or "auto"/"explore"/None) the
+    step splits the batch into `grad_accum_steps` micro-batches."""
+    import warnings
+
+    import cstorch
+
+    mbs = cstorch.backends.csx.performance.micro_batch_size
+    if backend is None or not backend.is_csx or isinstance(mbs, str) or mbs is None:
+        n, why = grad_accum_steps, f"grad_accum_steps={grad_accum_steps} splits every batch into {grad_accum_steps} " \
+                                   f"micro-batches"
+    else:
+        if grad_accum_steps > 1:
+            warnings.warn(f"grad_accum_steps={grad_accum_steps} is ignored on CSX, where "
+                          f"cstorch.backends.csx.performance.micro_batch_size={mbs} sets the micro-batches.")
+        devices = backend.cluster_config.num_csx if backend.cluster_config is not None else 1
+        per_device = size // devices if size is not None and size % devices == 0 else None
+        if per_device is None or per_device % mbs:
+            raise ValueError(
+                f"cstorch.backends.csx.performance.micro_batch_size={mbs} must divide the batch of each of the "
+                f"{devices} device(s), but the train dataloader's batch "
+                + (f"has {size} samples" if size is not None else "has no common batch dimension")
+                + f": use a batch size that is a multiple of {devices * mbs}, or another micro_batch_size "
+                  f'("auto" keeps the whole batch).')
+        return per_device // mbs
+    if n > 1 and (size is None or size % n):
+        raise ValueError(
+            f"{why}, but the train dataloader's batch "
+            + (f"has {size} samples" if size is not None else "has no common batch dimension")
+            + f": make the batch size a multiple of {n}, or change grad_accum_steps.")
+    return n
 
 
 def micro_batches(batch, n: int) -> list:

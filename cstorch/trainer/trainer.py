@@ -57,6 +57,7 @@ import logging
 import os
 import time
 import warnings
+from pathlib import Path
 from typing import Callable, Optional, Union
 
 import torch
@@ -71,7 +72,7 @@ from .callbacks.logs import Logging
 from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
 from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger
-from .step_data import as_outputs, batch_size_of, loss_of, micro_batches
+from .step_data import as_outputs, batch_size_of, loss_of, micro_batch_count, micro_batches
 from .stream import TrainStream
 
 log = logging.getLogger("cstorch.trainer")
@@ -87,7 +88,7 @@ class Trainer:
                  loggers: Optional[list] = None, seed: Optional[int] = None, autorestart=None):
         check_trainer_arguments(device, backend, model_dir, model, optimizer, schedulers, precision, sparsity, loop,
                               checkpoint, logging, callbacks, loggers, seed, autorestart)
-        self.model_dir = os.path.abspath(model_dir)
+        self.model_dir = Path(os.path.abspath(model_dir))
         self.loop = loop if loop is not None else TrainingLoop(num_epochs=1)
         self.precision = precision if precision is not None else MixedPrecision(enabled=False)
         self.logging = logging if logging is not None else Logging(log_steps=1)
@@ -102,7 +103,7 @@ class Trainer:
         self.fit_plan: Optional[FitPlan] = None
         self.last_metrics: dict[str, float] = {}
 
-        self.artifact_dir, self.summary_dir = make_run_dirs(self.model_dir)
+        self.artifact_dir, self.summary_dir = map(Path, make_run_dirs(self.model_dir))
 
         if seed is None:
             warnings.warn("The Trainer got no seed: runs are not repeatable. Pass seed=<int> to make them so.")
@@ -126,6 +127,7 @@ class Trainer:
         self._fit_start = self._fit_position = 0
         self._run_base = 0
         self._batch_size: Optional[int] = None
+        self._micro_batches = 1  # per train step (`micro_batch_count`), set from each batch
         self._rate_mark: Optional[tuple[int, float]] = None
         self._eval_losses: list[float] = []
         self._scopes: list[str] = []
@@ -274,7 +276,7 @@ class Trainer:
             scale = self.precision.loss_scale()
             if scale is not None:
                 step_metrics["loss_scale"] = scale.detach().clone() if isinstance(scale, torch.Tensor) else scale
-            n = self.loop.grad_accum_steps if isinstance(self.loop, TrainingLoop) else 1
+            n = self._micro_batches if isinstance(self.loop, TrainingLoop) else 1
             total = None
             for micro in (micro_batches(batch, n) if n > 1 else [batch]):
                 outputs = self.forward(micro)
@@ -478,13 +480,8 @@ class Trainer:
         self._data_position = self._fit_position + self.global_step - plan.start
 
     def _check_batch(self, batch) -> None:
-        n = self.loop.grad_accum_steps
         size = batch_size_of(batch)
-        if n > 1 and (size is None or size % n):
-            raise ValueError(
-                f"grad_accum_steps={n} splits every batch into {n} micro-batches, but the train dataloader's batch "
-                + (f"has {size} samples" if size is not None else "has no common batch dimension")
-                + f": make the batch size a multiple of {n}, or change grad_accum_steps.")
+        self._micro_batches = micro_batch_count(size, self.loop.grad_accum_steps, self.backend)
         self._batch_size = size
 
     def _train(self, stream: TrainStream, loop_idx: int, first: int, steps: int) -> None:

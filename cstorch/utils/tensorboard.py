@@ -10,6 +10,7 @@ because it needs the optional ``tensorboard`` package.
   under one or more directories.
 """
 
+import fnmatch
 import os
 from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
@@ -111,8 +112,16 @@ class SummaryReader:
     Args:
         log_dirs: A directory or a list of directories. Every directory below
             them (recursively) that contains event files is loaded, in full.
-        filter: Optional callable ``tag -> bool``; only tags for which it
-            returns true are visible through this reader.
+        filter: Optional; only the visible tags are read. A string keeps the
+            tags of the groups starting with it (``f"{filter}*/*"``, as the
+            real reader); a callable ``tag -> bool`` keeps those it accepts.
+        kwargs: passed to tensorboard's ``EventAccumulator`` (e.g.
+            ``size_guidance``).
+
+    Text summaries (``add_text``, tags ``<name>/text_summary``) are listed by
+    ``text_summary_names()`` and read with ``read_text_summary(name, step)``.
+    ``reload()`` reads the files again; ``Tags()`` gives ``{"scalars": [...],
+    "tensors": [...]}`` and ``scalar_groups()`` the tags' first components.
 
     Tensor tags are those of tensor summaries with numeric or boolean values
     (string tensors, such as ``add_text`` output, are not listed).
@@ -130,7 +139,8 @@ class SummaryReader:
     def __init__(
         self,
         log_dirs: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]],
-        filter: Optional[Callable[[str], bool]] = None,
+        filter: Union[str, Callable[[str], bool], None] = None,
+        **kwargs,
     ):
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
@@ -139,20 +149,32 @@ class SummaryReader:
             if not os.path.isdir(d):
                 raise FileNotFoundError(f"SummaryReader: log directory {d!r} does not exist")
         self._filter = filter
+        self._accumulator_kwargs = kwargs
         self._scalars: Dict[str, List[Tuple[int, float]]] = {}
         self._tensors: Dict[str, List[Tuple[int, torch.Tensor]]] = {}
+        self._texts: Dict[str, List[Tuple[int, str]]] = {}
         self._load()
 
     def _visible(self, tag: str) -> bool:
-        return self._filter is None or bool(self._filter(tag))
+        if self._filter is None:
+            return True
+        if isinstance(self._filter, str):
+            return fnmatch.fnmatch(tag, f"{self._filter}*/*")
+        return bool(self._filter(tag))
+
+    def reload(self) -> None:
+        """Read the event files again (new events and files included)."""
+        self._load()
 
     def _load(self):
-        guidance = {_ea.SCALARS: 0, _ea.TENSORS: 0}
+        kwargs = dict(self._accumulator_kwargs)
+        kwargs.setdefault("size_guidance", {_ea.SCALARS: 0, _ea.TENSORS: 0})
         scalars: Dict[str, Dict[int, tuple]] = {}
         tensors: Dict[str, Dict[int, tuple]] = {}
+        texts: Dict[str, Dict[int, tuple]] = {}
         for root in self._log_dirs:
             for d in _event_dirs(root):
-                acc = _ea.EventAccumulator(d, size_guidance=guidance)
+                acc = _ea.EventAccumulator(d, **kwargs)
                 acc.Reload()
                 tags = acc.Tags()
                 for tag in tags.get(_ea.SCALARS, []):
@@ -163,11 +185,16 @@ class SummaryReader:
                     if self._visible(tag):
                         for ev in acc.Tensors(tag):
                             arr = np.array(tensor_util.make_ndarray(ev.tensor_proto))
+                            if arr.dtype.kind in "SUO":  # text summaries
+                                text = arr.reshape(-1)[0] if arr.size else b""
+                                text = text.decode() if isinstance(text, bytes) else str(text)
+                                _keep_latest(texts.setdefault(tag, {}), ev, text)
+                                continue
                             if arr.dtype.kind not in "biufc":
-                                break  # e.g. text summaries: not a torch tensor
+                                break
                             _keep_latest(tensors.setdefault(tag, {}), ev, torch.as_tensor(arr))
-        self._scalars = {t: [(s, v) for s, (_, v) in sorted(m.items())] for t, m in scalars.items()}
-        self._tensors = {t: [(s, v) for s, (_, v) in sorted(m.items())] for t, m in tensors.items()}
+        by_step = lambda table: {t: [(s, v) for s, (_, v) in sorted(m.items())] for t, m in table.items()}  # noqa
+        self._scalars, self._tensors, self._texts = by_step(scalars), by_step(tensors), by_step(texts)
 
     def scalar_names(self) -> List[str]:
         """Sorted list of visible scalar tags."""
@@ -200,16 +227,50 @@ class SummaryReader:
         """
         return self._read("scalar", self._scalars, name, step)
 
-    def read_tensor(self, name: str, step: Optional[int] = None):
-        """``[(step, torch.Tensor)]`` sorted by step, or the tensor at ``step``.
+    def read_tensor(self, name: str, step: Optional[int] = None, latest_only: bool = True):
+        """``[(step, torch.Tensor)]`` sorted by step, or the tensor at ``step``. A
+        step recorded more than once gives its latest value (``latest_only=False``
+        gives the same: earlier values of a step are not kept).
 
         Raises:
             KeyError: if the tag, or the requested step of it, is absent.
         """
         return self._read("tensor", self._tensors, name, step)
 
-    def Scalars(self) -> Dict[str, List[Tuple[int, float]]]:
-        """All visible scalars: ``{tag: [(step, value), ...]}``."""
+    def scalar_groups(self) -> set:
+        """The first component (before "/") of every visible scalar tag."""
+        return {name.partition("/")[0] for name in self._scalars}
+
+    def text_summary_names(self) -> set:
+        """The visible text summary tags (``<name>/text_summary``)."""
+        return set(self._texts)
+
+    def read_text_summary(self, name: str, step: Optional[int] = None):
+        """``[(step, str)]`` of the text summary ``name`` (``/text_summary`` may be
+        left out), or its text at ``step``."""
+        if not name.endswith("/text_summary"):
+            name = f"{name}/text_summary"
+        if name not in self._texts:
+            raise RuntimeError(f"Could not find text summary {name}. Valid text summary names:\n"
+                               f"{', '.join(sorted(self._texts))}")
+        if step is None:
+            return list(self._texts[name])
+        for s, text in self._texts[name]:
+            if s == step:
+                return text
+        raise RuntimeError(f"Could not find text_summary {name} at step {step}")
+
+    def Tags(self) -> Dict[str, List[str]]:
+        """The visible tags by kind: ``{"scalars": [...], "tensors": [...]}`` (text
+        summaries are tensors)."""
+        tags = {"scalars": sorted(self._scalars), "tensors": sorted([*self._tensors, *self._texts])}
+        return {k: v for k, v in tags.items() if v}
+
+    def Scalars(self, name: Optional[str] = None):
+        """``read_scalar(name)``; without a name, all visible scalars as
+        ``{tag: [(step, value), ...]}``."""
+        if name is not None:
+            return self.read_scalar(name)
         return {t: list(v) for t, v in self._scalars.items()}
 
     def Tensors(self) -> Dict[str, List[Tuple[int, torch.Tensor]]]:

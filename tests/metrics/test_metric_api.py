@@ -131,3 +131,11 @@ def test_update_errors():
     with pytest.raises(ValueError, match="cannot be broadcast"):
         m.update(T([1, 2]), T(1.0), weights=T([1.0, 1.0, 1.0]))
     assert m.num_updates == 0
+
+
+def test_auc_interpolate_pr_auc_is_the_pr_area():
+    """The real metric's public `interpolate_pr_auc()` is the area `compute()` reports for
+    curve="PR" (interpolation summation)."""
+    auc = AUCMetric(num_thresholds=50, curve="PR", name="pr")
+    auc.update(torch.tensor([1, 0, 1, 1, 0, 0]), torch.tensor([0.9, 0.2, 0.6, 0.4, 0.5, 0.1]))
+    assert float(auc.interpolate_pr_auc()) == pytest.approx(float(auc.compute()))

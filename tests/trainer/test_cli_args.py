@@ -139,7 +139,8 @@ def test_xla_flags_for_several_csx(monkeypatch):
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=8"
 
 
-DATA = "class Data:\n    def __init__(self, batch_size: int):\n        self.batch_size = batch_size\n"
+DATA = ("class Data:\n    def __init__(self, batch_size: int):\n        self.batch_size = batch_size\n\n"
+        "    def create_dataloader(self):\n        return []\n")
 TRAINER = ("{init: {device: %s, model: {name: torch.nn.Linear, in_features: 2, out_features: 1}, "
            "optimizer: {SGD: {lr: 0.1}}, loop: {max_steps: 1}}, fit: {train_dataloader: "
            "{data_processor: data.py:Data, batch_size: 2}}}")
@@ -177,7 +178,7 @@ def test_example_configs_validate_after_the_overrides(name):
     p = cli.effective_params(args, config.load_params(path))
     assert cli.run_mode("fit", p) == "train_and_eval" and cli.num_csx(p) == 1
     (spec,) = config.validate_params(p, "train_and_eval", os.path.dirname(path))
-    assert spec["init"]["device"] == "CPU" and spec["init"]["loop"]["max_steps"] == 2
+    assert spec.init.device == "CPU" and spec.init.loop.kwargs["max_steps"] == 2
     assert cstorch.backend() is None
 
 

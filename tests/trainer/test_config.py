@@ -419,6 +419,20 @@ def test_explicit_milestones(toy_dir):
     assert trainer.schedulers[0].milestones == [3]
 
 
+def test_piecewise_constant_lr_takes_values_not_schedulers(toy_dir):
+    """PiecewiseConstantLR derives from the sequence scheduler but takes learning rates:
+    only a class whose constructor takes `schedulers` gets a nested list."""
+    params = good_trainer(toy_dir)
+    params["init"]["schedulers"] = [{"PiecewiseConstantLR": {"learning_rates": [0.01, 0.001], "milestones": [3]}}]
+    trainer, _ = build.configure_trainer_from_config(params, "train", base_dir=str(toy_dir))
+    (scheduler,) = trainer.schedulers
+    assert type(scheduler).__name__ == "PiecewiseConstantLR" and list(scheduler.milestones) == [3]
+    params["init"]["schedulers"] = [{"ChainedLR": {"schedulers": [{"ConstantLR": {"learning_rate": 0.1}}],
+                                                   "milestones": [3]}}]
+    with pytest.raises(ConfigError, match=r"Unknown key trainer.init.schedulers\[0\].ChainedLR.milestones"):
+        config.validate_trainer(params, "train", str(toy_dir))
+
+
 def test_eval_mode_builds_a_validation_loop_and_no_optimizer(toy_dir):
     params = good_trainer(toy_dir)
     params["validate"] = {"ckpt_path": None}

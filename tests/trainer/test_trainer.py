@@ -137,7 +137,7 @@ def test_grad_accumulation_with_an_indivisible_batch_fails_before_compiling(tmp_
 
 
 def _scalars(summary_dir):
-    acc = EventAccumulator(summary_dir)
+    acc = EventAccumulator(str(summary_dir))  # a pathlib.Path, as the real Trainer's
     acc.Reload()
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 

@@ -27,15 +27,29 @@ or an exception in the loop body: pending closures still run) or when the run it
 raises (the loader or a closure: pending closures are dropped). `pipeline_stats`
 holds the pipeline's live counters, shown as a tqdm bar according to
 `cstorch.backends.csx.performance.progress`.
+
+Profiler and artifacts. `profiler` (a `cstorch.utils.profiler.Profiler`, None before the
+run and in compile/validate-only runs) is stepped with each batch's size after the step
+and before its closures: `executor.profiler.rate_tracker.rate` / `.global_rate` read in a
+step closure are the samples/second so far. `artifact_dir` is this run's folder
+`<backend.artifact_dir>/executors/<000001, 000002, ...>` (with an `executors/latest` link),
+numbered when the run starts and created when first read; reading it before the run
+starts is a RuntimeError.
 """
 from __future__ import annotations
 
 import logging
 import math
+import os
 import time
+from pathlib import Path
 from typing import Optional, Union
 
+import torch
+import torch.utils._pytree as pytree
+
 from ... import _backend, backends
+from ..profiler import Profiler
 from .dataloader import DataLoader
 from .streamer import HostPipeline, PipelineStats, ProgressBar
 from .utils import Schedule
@@ -58,6 +72,8 @@ def _check_steps(name: str, value, lowerbound: int) -> None:
 
 
 class DataExecutor:
+    iteration: int  # the 0-based step being run (-1 before the first)
+
     def __init__(self, dataloader: DataLoader, num_steps: Optional[int] = None,
                  checkpoint_steps: Union[int, Schedule, None] = None, activation_steps: Optional[int] = None,
                  profiler_activities=None):
@@ -104,8 +120,40 @@ class DataExecutor:
         self.checkpoint_schedule = schedule
         self.activation_steps = activation
         self.profiler_activities = profiler_activities
+        if profiler_activities is not None:
+            Profiler(None, profiler_activities)  # the activities are checked now
+        self._profiler: Optional[Profiler] = None
+        self._artifact_dir: Optional[Path] = None
         self.iteration = -1
         self.pipeline_stats = PipelineStats(num_steps=num_steps)
+
+    @property
+    def profiler(self) -> Optional[Profiler]:
+        """The run's Profiler (see the module docstring); None before the run starts and
+        in compile-only / validate-only runs."""
+        return self._profiler
+
+    @property
+    def artifact_dir(self) -> Path:
+        """This run's folder under the backend's artifact folder (created on first read)."""
+        if self._artifact_dir is None:
+            raise RuntimeError("DataExecutor must be iterated before having an artifact directory.")
+        if not self._artifact_dir.is_dir():
+            self._artifact_dir.mkdir(parents=True, exist_ok=True)
+            latest = self._artifact_dir.parent / "latest"
+            if latest.is_symlink() or not latest.exists():
+                tmp = latest.with_name(f".latest.{os.getpid()}")
+                if tmp.is_symlink():
+                    tmp.unlink()
+                tmp.symlink_to(self._artifact_dir.name)
+                os.replace(tmp, latest)
+        return self._artifact_dir
+
+    def _number_run(self) -> None:
+        """Give this run the backend's next executor number (its artifact folder)."""
+        count = getattr(self.backend, "executor_counter", 0) + 1
+        self.backend.executor_counter = count
+        self._artifact_dir = Path(self.backend.artifact_dir) / "executors" / f"{count:06d}"
 
     def _resolve_num_steps(self, dataloader, num_steps) -> int:
         b = self.backend
@@ -173,6 +221,10 @@ class DataExecutor:
         run = self.backend.run
         perf = backends.csx.performance
         self.iteration = -1
+        self._number_run()
+        Path(self.backend.artifact_dir).mkdir(parents=True, exist_ok=True)
+        self._profiler = Profiler(self._artifact_dir, self.profiler_activities) if self.backend.is_e2e_execution \
+            else None
         run.start(self)
         failed = True
         pipeline = progress = None
@@ -188,6 +240,8 @@ class DataExecutor:
                 batch = pipeline.next_batch(i)
                 self.iteration = i
                 yield batch
+                if self._profiler is not None:
+                    self._profiler.step(_batch_size(batch))
                 run.batch_end(self)
                 stats.steps += 1
                 progress.step()
@@ -205,6 +259,13 @@ class DataExecutor:
         self.pipeline_stats.ended_at = time.perf_counter()
         if progress is not None:
             progress.close()
+
+
+def _batch_size(batch) -> Optional[int]:
+    """The common dim-0 size of the batch's tensors (a 0-d tensor counts as 1), or None
+    when they differ or there are none."""
+    sizes = {t.shape[0] if t.dim() else 1 for t in pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def current_executor() -> DataExecutor:

@@ -1,0 +1,82 @@
+"""Updates kept only when the step's gradients were finite: `isfinite`,
+`update_if_finite`, `setup_optimizer`.
+
+With dynamic loss scaling, `GradScaler.step(optimizer)` applies the update only when the
+gradients are finite (a 0-d bool tensor, computed on the device).
+
+* `isfinite(optimizer)`: that tensor for the optimizer's last step in this step, or `True`
+  when no GradScaler decided it (static scaling, no scaler, not yet stepped).
+* `update_if_finite(optimizer, tensor)`: called inside a `@cstorch.trace` step before
+  `tensor` is changed, makes the change conditional: at the end of the step `tensor`
+  becomes `where(isfinite(optimizer), new value, value when marked)`. Schedulers-like
+  counters of the user's own code stay in step with the optimizer this way. Outside a
+  traced step it does nothing (there is no step to condition on), as the real system does
+  off CSX.
+* `setup_optimizer(optimizer)`: the real system attaches its loss-scaling stash to the
+  optimizer; GradScaler needs none here, so the optimizer is returned as it is.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Callable, Union
+
+import torch
+
+from .skip import step_applied
+
+__all__ = ["isfinite", "update_if_finite", "setup_optimizer", "conditional_updates"]
+
+_local = threading.local()
+
+
+def _frames() -> list:
+    if not hasattr(_local, "frames"):
+        _local.frames = []
+    return _local.frames
+
+
+def isfinite(optimizer) -> Union[torch.Tensor, bool]:
+    """Whether `optimizer`'s last step in this step had finite gradients (see the module docstring)."""
+    applied = step_applied(optimizer)
+    return True if applied is None else applied
+
+
+def update_if_finite(optimizer, tensor: torch.Tensor) -> None:
+    """Keep the coming change of `tensor` only if this step's gradients are finite."""
+    frames = _frames()
+    if not frames:
+        return
+    with torch.no_grad():
+        frames[-1].append((optimizer, tensor, tensor.detach().clone()))
+
+
+def _finish(marked: list) -> None:
+    with torch.no_grad():
+        for optimizer, tensor, before in marked:
+            applied = step_applied(optimizer)
+            if isinstance(applied, torch.Tensor):
+                tensor.copy_(torch.where(applied, tensor, before))
+
+
+def conditional_updates(fn: Callable) -> Callable:
+    """`fn` (a step function) with the `update_if_finite` marks made while it runs
+    resolved when it returns."""
+
+    @functools.wraps(fn)
+    def step(*args, **kwargs):
+        frames = _frames()
+        frames.append([])
+        try:
+            result = fn(*args, **kwargs)
+            _finish(frames[-1])
+            return result
+        finally:
+            frames.pop()
+
+    return step
+
+
+def setup_optimizer(optimizer):
+    """`optimizer` itself (see the module docstring)."""
+    return optimizer
