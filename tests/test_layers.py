@@ -16,54 +16,38 @@ import layers
 
 IMPORTS = layers.imports()
 
-_TRAINER_YAML = ("a trainer module of the YAML layer being rewritten into typed specs (issue 19); no cycle: the "
-                 "import can move to module level")
+_NO_CYCLE = "no cycle: the import can move to module level"
 _LAZY_FACADE = ("no cycle: `import cstorch` (or a facade module) at call time in a trainer module, which sits "
                 "above the facade; it can move to module level")
+_CHECKPOINT_FORMATS = "no cycle: can move to module level with the checkpoint-format registry of issue 19"
 
 #: (importing module, imported module) -> why the import is inside a function
 LOCAL_IMPORTS = {
     ("cstorch_jax.jit", "cstorch_jax.explore"):
         "the report layer is loaded only when a report is asked for (jit(fn).lower)",
-    ("cstorch.backends", "cstorch._backend"):
-        "no cycle (cstorch._backend does not import the flags module): can move to module level",
-    ("cstorch.storage", "cstorch._backend"):
-        "no cycle: can move to module level with the checkpoint-format registry of issue 19",
-    ("cstorch.storage", "cstorch.distributed.processes"):
-        "no cycle: can move to module level with the checkpoint-format registry of issue 19",
+    ("cstorch.backends", "cstorch._backend"): _NO_CYCLE,
+    ("cstorch.compiler_hints", "cstorch._backend"): _NO_CYCLE,
+    ("cstorch.compiler_hints", "cstorch.backends"): _NO_CYCLE,
+    ("cstorch.compiler_hints", "cstorch_jax.capture"): _NO_CYCLE,
+    ("cstorch.nn.modules", "cstorch.factories"): _NO_CYCLE,
+    ("cstorch.utils.nest", "cstorch._backend"): _NO_CYCLE,
+    ("cstorch.utils.profiler", "cstorch._backend"): _NO_CYCLE,
+    ("cstorch.utils.data.sampler", "cstorch._backend"): _NO_CYCLE,
+    ("cstorch.utils.data.utils", "cstorch._backend"): _NO_CYCLE,
+    ("cstorch.storage", "cstorch._backend"): _CHECKPOINT_FORMATS,
+    ("cstorch.storage", "cstorch.distributed.processes"): _CHECKPOINT_FORMATS,
+    ("cstorch.storage.h5", "cstorch.backends"): _CHECKPOINT_FORMATS,
+    ("cstorch.storage.layout", "cstorch.backends"): _CHECKPOINT_FORMATS,
     ("cstorch.storage", "cstorch.checkpoint.orbax_format"):
         "storage importing upward into checkpoint (a package cycle, see test_no_package_cycles): goes away with "
         "the checkpoint-format registry of issue 19",
-    ("cstorch.utils.data.sampler", "cstorch._backend"): "no cycle: can move to module level",
-    ("cstorch.utils.data.utils", "cstorch._backend"): "no cycle: can move to module level",
-    ("cstorch.trainer.cli", "cstorch.trainer.build"):
-        "building imports the run machinery, which may start only after the CLI has set XLA_FLAGS",
     ("cstorch.trainer.loggers", "cstorch.utils.tensorboard"):
-        "tensorboard (an optional-weight dependency) is loaded only when a TensorBoardLogger is set up",
+        "tensorboard is heavy: it is loaded only when a TensorBoardLogger is set up",
     ("cstorch.trainer.callbacks.checkpoint", "cstorch"): _LAZY_FACADE,
     ("cstorch.trainer.callbacks.logs", "cstorch.metrics"): _LAZY_FACADE,
     ("cstorch.trainer.callbacks.precision", "cstorch"): _LAZY_FACADE,
     ("cstorch.trainer.callbacks.precision", "cstorch.amp.optimizer_step"): _LAZY_FACADE,
-    ("cstorch.trainer.build", "cstorch"): _TRAINER_YAML,
-    ("cstorch.trainer.build", "cstorch.optim"): _TRAINER_YAML,
-    ("cstorch.trainer.build", "cstorch.optim.lr_scheduler"): _TRAINER_YAML,
-    ("cstorch.trainer.build", "cstorch.utils.data"): _TRAINER_YAML,
-    ("cstorch.trainer.build", "cstorch.trainer.callbacks"): _TRAINER_YAML,
-    ("cstorch.trainer.build", "cstorch.trainer.trainer"): _TRAINER_YAML,
-    ("cstorch.trainer.checks", "cstorch"): _TRAINER_YAML,
-    ("cstorch.trainer.checks", "cstorch._backend"): _TRAINER_YAML,
-    ("cstorch.trainer.checks", "cstorch.distributed"): _TRAINER_YAML,
-    ("cstorch.trainer.checks", "cstorch.optim.lr_scheduler"): _TRAINER_YAML,
-    ("cstorch.trainer.checks", "cstorch.optim.weight_decay_scheduler"): _TRAINER_YAML,
-    ("cstorch.trainer.checks", "cstorch.trainer.registry"):
-        "dodges the cstorch.trainer.checks <-> cstorch.trainer.registry cycle (see test_no_module_cycles); goes "
-        "away with the typed YAML specs of issue 19",
-    ("cstorch.trainer.config", "cstorch.distributed"): _TRAINER_YAML,
-    ("cstorch.trainer.config", "cstorch.optim.configure"): _TRAINER_YAML,
-    ("cstorch.trainer.config", "cstorch.optim.optimizer"): _TRAINER_YAML,
-    ("cstorch.trainer.config", "cstorch.optim.scheduler_config"): _TRAINER_YAML,
-    ("cstorch.trainer.config", "cstorch.trainer.callbacks"): _TRAINER_YAML,
-    ("cstorch.trainer.legacy", "cstorch.optim.configure"): _TRAINER_YAML,
+    ("cstorch.trainer.step_data", "cstorch"): _LAZY_FACADE,
 }
 
 
