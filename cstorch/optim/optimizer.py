@@ -47,7 +47,6 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
     state_kind: ClassVar[str] = "optimizer"
 
     def __init__(self, params, defaults: dict, enable_global_step: bool = False):
-        # per param group: the tensor of each tensor hyper-parameter, and whether it was given as a number
         # per param group: the tensor that holds each tensor hyper-parameter given as a number,
         # and the value last written into it (see `hyperparameter`)
         self._hyper_tensors: list[dict[str, torch.Tensor]] = []
@@ -68,13 +67,8 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
         self._optimizer_zero_grad_pre_hooks: OrderedDict = OrderedDict()
         self._optimizer_zero_grad_post_hooks: OrderedDict = OrderedDict()
         # a step not taken through a GradScaler always counts for the schedulers
-        self.register_step_pre_hook(lambda opt, args, kwargs: opt._before_step())
+        self.register_step_pre_hook(lambda opt, args, kwargs: opt.forget_skip_record())
         _backend.run_registry().register(self)
-
-    def _before_step(self) -> None:
-        """Before every `step()`: a step not taken through a GradScaler always counts for
-        the schedulers."""
-        self.forget_skip_record()
 
     # -- tensor hyper-parameters -------------------------------------------------------
     def add_param_group(self, param_group: dict) -> None:
