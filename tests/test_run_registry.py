@@ -94,3 +94,34 @@ def test_an_object_nobody_references_leaves_the_registry():
     opt = cstorch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
     cstorch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)  # dropped at once
     assert live_optimizers() == [opt]
+
+
+def test_objects_of_an_earlier_run_are_not_state_of_a_later_step():
+    """A scheduler and a grad scaler of an earlier run that are still alive (held by a
+    reference cycle until the garbage collector runs, or by a test's variable) are not
+    lifted into a step compiled after a backend reset: the step's state is the new
+    run's model and optimizer only, all float32 (an int64 scheduler counter from another
+    test once showed up in tests/optim/test_amp.py's bf16 run)."""
+    _, _, old_sched, old_scaler, _ = _objects()
+    cstorch.backend("CSX")
+    _reset_backend()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    backend = cstorch.backend("CSX")
+    compiled = cstorch.compile(model, backend)
+    opt = cstorch.optim.AdamW(model.parameters(), lr=0.05)
+
+    @cstorch.trace
+    def step(x, y):
+        loss = F.mse_loss(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(_batches), num_steps=1):
+        step(x, y)
+    names = step.program.state.names
+    assert not [n for n in names if n.startswith(("scheduler", "grad_scaler"))], names
+    assert {spec.dtype for spec in step.executable.captured.state_specs} == {torch.float32}
+    assert old_sched.last_epoch is not None and old_scaler is not None  # alive until here
