@@ -148,8 +148,7 @@ class SyncOnTouch(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self._watched:
-            touched = [(a, ptr) for a in pytree.tree_leaves((args, kwargs))
-                       if isinstance(a, torch.Tensor) and (ptr := _storage(a)) in self._watched]
+            touched = [(a, ptr) for a in _tensor_args(args, kwargs) if (ptr := _storage(a)) in self._watched]
             if touched:
                 if self._stale and any(ptr in self._stale for _, ptr in touched):
                     self._run.sync_state_to_host()
@@ -159,6 +158,18 @@ class SyncOnTouch(TorchDispatchMode):
                         for t in self._watched.get(ptr, ()):
                             self._written[id(t)] = t
         return func(*args, **kwargs)
+
+
+def _tensor_args(args, kwargs) -> list[torch.Tensor]:
+    """The tensors among an ATen op's arguments: given directly, or in a list or tuple
+    (the only nesting an op schema has; cheaper than a pytree walk, per host op)."""
+    out = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(t for t in a if isinstance(t, torch.Tensor))
+    return out
 
 
 def _written_storages(func, args, kwargs) -> set:

@@ -3,7 +3,8 @@
 - `cstorch_jax` (the engine) never imports `cstorch` (the facade);
 - the facade reaches jax, jaxlib, optax and orbax only through `cstorch_jax`;
 - no import cycle among the modules of `cstorch`, nor of `cstorch_jax`, counting every
-  import (module level and function-local alike);
+  import (module level and function-local alike), except those listed in `KNOWN_CYCLES`
+  with their reason (each still open);
 - no import cycle among the subpackages of `cstorch` (`cstorch.storage`,
   `cstorch.optim`, ...) nor of `cstorch_jax`;
 - `cstorch.trainer` sits above the rest of the facade: nothing outside it imports it but
@@ -25,9 +26,6 @@ _CHECKPOINT_FORMATS = "no cycle: can move to module level with the checkpoint-fo
 
 #: modules built on the Trainer (they may import it; the Trainer must not import them)
 ABOVE_TRAINER = ("cstorch.legacy18.runners",)
-
-_LEGACY18_CYCLE = ("dodges the cycle cstorch.legacy18.run_config -> steps -> utils.data -> run_config (see "
-                   "test_no_module_cycles)")
 
 #: (importing module, imported module) -> why the import is inside a function
 LOCAL_IMPORTS = {
@@ -59,10 +57,6 @@ LOCAL_IMPORTS = {
     ("cstorch.trainer.runner", "cstorch.legacy18.runners"):
         "dodges the cycle cstorch.trainer.runner <-> cstorch.legacy18.runners (the Trainer reaching up into the "
         "1.8 runners built on it; see test_no_module_cycles)",
-    ("cstorch.legacy18.run_config", "cstorch.legacy18.steps"): _LEGACY18_CYCLE,
-    ("cstorch.legacy18.utils.data", "cstorch.legacy18.run_config"): _LEGACY18_CYCLE,
-    ("cstorch.legacy18", "cstorch.legacy18.run_config"): _NO_CYCLE,
-    ("cstorch.legacy18", "cstorch.legacy18.utils.data"): _NO_CYCLE,
 }
 
 
@@ -97,16 +91,34 @@ def test_facade_reaches_jax_only_through_the_engine():
     assert not bad, bad
 
 
+_RUNNER_CYCLE = ("the Trainer's PyTorchBaseRunner.create dispatches to the 1.8 runner classes built on it, and "
+                 "_is_base_model checks for their PyTorchBaseModel; open: move the 1.8 runners into the trainer "
+                 "layer or give the Trainer a model protocol and a factory it owns")
+_STORAGE_CYCLE = "storage imports upward into checkpoint; open: the checkpoint-format registry of issue 19"
+
+#: cycles that remain, each with why and what removes it; anything else found is an error
+KNOWN_CYCLES = {
+    ("modules", ("cstorch.legacy18.runners", "cstorch.trainer.runner")): _RUNNER_CYCLE,
+    ("subpackages", ("cstorch.legacy18", "cstorch.trainer")): _RUNNER_CYCLE,
+    ("subpackages", ("cstorch.checkpoint", "cstorch.storage")): _STORAGE_CYCLE,
+}
+
+
+def _check_cycles(package: str, level: str, found: list) -> None:
+    found = {(level, tuple(c)) for c in found}
+    known = {k for k in KNOWN_CYCLES if k[0] == level and layers.within(k[1][0], package)}
+    assert not found - known, f"import cycles among the {level} of {package}: {sorted(found - known)}"
+    assert not known - found, f"listed cycles that no longer exist (remove them from KNOWN_CYCLES): {known - found}"
+
+
 @pytest.mark.parametrize("package", ["cstorch", "cstorch_jax"])
 def test_no_module_cycles(package):
-    found = layers.cycles(_edges(package))
-    assert not found, f"import cycles among the modules of {package}: {found}"
+    _check_cycles(package, "modules", layers.cycles(_edges(package)))
 
 
 @pytest.mark.parametrize("package", ["cstorch", "cstorch_jax"])
 def test_no_package_cycles(package):
-    found = layers.cycles(_edges(package, collapse=True))
-    assert not found, f"import cycles among the subpackages of {package}: {found}"
+    _check_cycles(package, "subpackages", layers.cycles(_edges(package, collapse=True)))
 
 
 def test_trainer_sits_above_the_facade():
