@@ -11,7 +11,7 @@ For each model, one process measures side by side:
   optimizer, driven by a `DataExecutor` on the CSX backend;
 * jax: the same model written in jax.numpy with the weights copied from the same
   torch initialisation, the same loss, and the same optimizer math (the jnp rules
-  `cstorch_jax.optim.sgd_rule` / `adam_rule`), as one `jax.jit` step that donates
+  of the `cstorch_jax.optim` algorithms `sgd_update` / `adam_update`), as one `jax.jit` step that donates
   the parameters and optimizer state.
 
 Both run the same sequence of batches. A step is timed from fetching its batch to
@@ -41,7 +41,9 @@ import torch
 import torch.nn.functional as F
 
 import cstorch
-from cstorch_jax.optim import adam_rule, sgd_rule
+from cstorch_jax.optim import Hyper
+from cstorch_jax.optim.algorithms.adam import ADAM_ALGORITHM, AdamHyper, AdamState
+from cstorch_jax.optim.algorithms.sgd import SGD_ALGORITHM, SGDHyper, SGDState
 
 from .models import GPT, MLP
 
@@ -103,10 +105,9 @@ def sgd_init(params):
 
 
 def sgd_update(params, grads, bufs, lr, wd, *, momentum):
-    hp = {"lr": lr, "weight_decay": wd}
-    out = [sgd_rule(p, g, {"momentum_buffer": b}, hp, momentum=momentum, dampening=0.0, nesterov=False,
-                    maximize=False) for p, g, b in zip(params, grads, bufs)]
-    return [p for p, _ in out], [st["momentum_buffer"] for _, st in out]
+    hp = Hyper(SGDHyper(momentum=momentum, dampening=0.0, nesterov=False, maximize=False), lr, wd)
+    out = [SGD_ALGORITHM.update(p, g, SGDState(b), hp) for p, g, b in zip(params, grads, bufs)]
+    return [p for p, _ in out], [st.momentum_buffer for _, st in out]
 
 
 def adamw_init(params):
@@ -116,10 +117,11 @@ def adamw_init(params):
 
 
 def adamw_update(params, grads, state, lr, wd, *, betas, eps):
-    hp = {"lr": lr, "weight_decay": wd}
-    out = [adam_rule(p, g, st, hp, beta1=betas[0], beta2=betas[1], eps=eps, decoupled=True, amsgrad=False,
-                     correct_bias=True, maximize=False) for p, g, st in zip(params, grads, state)]
-    return [p for p, _ in out], [st for _, st in out]
+    hp = Hyper(AdamHyper(beta1=betas[0], beta2=betas[1], eps=eps, decoupled=True, amsgrad=False, correct_bias=True,
+                         maximize=False), lr, wd)
+    out = [ADAM_ALGORITHM.update(p, g, AdamState(st["step"], st["exp_avg"], st["exp_avg_sq"], None), hp)
+           for p, g, st in zip(params, grads, state)]
+    return [p for p, _ in out], [{"step": st.step, "exp_avg": st.exp_avg, "exp_avg_sq": st.exp_avg_sq} for _, st in out]
 
 
 # --------------------------------------------------------------------------------------

@@ -12,7 +12,12 @@ from typing import Optional
 
 import torch
 
+import cstorch_jax
+
 from .distributed.cluster_config import ClusterConfig
+from .distributed.processes import join_from_environment
+from .runtime import RunState
+from .stateful import StateRegistry
 
 
 class BackendType(enum.Enum):
@@ -47,13 +52,12 @@ class BackendType(enum.Enum):
 
 
 class Backend:
-    """The active backend: device, registered models and the run machinery."""
+    """The active backend: device, the run's stateful objects (`registry`, see
+    `cstorch.stateful`) and the run machinery."""
 
     def __init__(self, backend_type: BackendType, artifact_dir: Optional[str] = None,
                  cluster_config: Optional[ClusterConfig] = None, compile_only: bool = False,
                  validate_only: bool = False, compile_dir: str = "cached_compile", placement=None):
-        from .runtime import RunState
-
         self.backend_type = backend_type
         default_dir = "./cerebras_logs" if backend_type.is_csx else "./"
         self.artifact_dir = Path(os.path.abspath(artifact_dir or default_dir))  # created when a run starts
@@ -62,7 +66,7 @@ class Backend:
         self.compile_only = compile_only
         self.validate_only = validate_only
         self.placement = placement  # where a CSX run's arrays live (cstorch_jax.SingleDevice/DataParallel)
-        self.models: list[torch.nn.Module] = []
+        self.registry = StateRegistry()
         self.run = RunState(self)
 
     @property
@@ -96,15 +100,27 @@ class Backend:
     def to_cpu(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.to("cpu")
 
+    @property
+    def models(self) -> list[torch.nn.Module]:
+        """The models compiled for this backend, in order."""
+        return self.registry.models
+
     def register_model(self, model: torch.nn.Module) -> None:
-        if not any(m is model for m in self.models):
-            self.models.append(model)
+        self.registry.register_model(model)
 
     def __repr__(self) -> str:
         return f"Backend({self.backend_type.name})"
 
 
 _BACKEND: Optional[Backend] = None
+#: the registry of objects created while no backend exists; the next backend adopts it
+_PENDING = StateRegistry()
+
+
+def run_registry() -> StateRegistry:
+    """Where a stateful object registers: the current backend's registry, or (before any
+    backend exists) the pending one that the next backend adopts."""
+    return _BACKEND.registry if _BACKEND is not None else _PENDING
 
 
 def _make(backend_type: BackendType, args, kwargs) -> Backend:
@@ -149,10 +165,6 @@ def _make(backend_type: BackendType, args, kwargs) -> Backend:
 def _placement(cfg: ClusterConfig):
     """Join the processes of a multi-process run (see `cstorch.distributed.processes`),
     then place the run on `num_csx` devices: one device, or a data-parallel mesh."""
-    import cstorch_jax
-
-    from .distributed.processes import join_from_environment
-
     join_from_environment(cfg)
     if cfg.num_csx == 1:
         return cstorch_jax.SingleDevice()
@@ -161,8 +173,9 @@ def _placement(cfg: ClusterConfig):
 
 def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
     """With no arguments: the current backend (or None). With a type ("CSX"/"XLA",
-    "CPU", "GPU" or a BackendType): create the process's one backend."""
-    global _BACKEND
+    "CPU", "GPU" or a BackendType): create the process's one backend. It adopts the
+    objects registered before it existed (models, optimizers, ... made earlier)."""
+    global _BACKEND, _PENDING
     if backend_type is None:
         if args or kwargs:
             raise TypeError("cstorch.backend() got arguments but no backend_type; pass the backend type first.")
@@ -177,7 +190,9 @@ def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
             f"been instantiated. Use cstorch.backend() to access the existing backend, or "
             f"cstorch.backend().torch_device for its device."
         )
-    _BACKEND = _make(backend_type, args, kwargs)
+    made = _make(backend_type, args, kwargs)
+    made.registry, _PENDING = _PENDING, StateRegistry()
+    _BACKEND = made
     return _BACKEND
 
 
@@ -205,15 +220,11 @@ def use_cs() -> bool:
 
 
 def _reset_backend() -> None:
-    """Forget the process's backend and the optimizers and metrics made for it (for
+    """Forget the process's backend and every object registered with it or pending (for
     tests and notebooks that start over): a step compiled afterwards lifts only the
     state of objects created after the reset."""
-    global _BACKEND
-    from .metrics.metric import Metric
-    from .optim.optimizer import forget_optimizers
-
+    global _BACKEND, _PENDING
     if _BACKEND is not None:
         _BACKEND.run.abandon()
     _BACKEND = None
-    forget_optimizers()
-    Metric.registry.clear()
+    _PENDING = StateRegistry()

@@ -28,6 +28,8 @@ import torch.utils._pytree as pytree
 
 from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, materialize
 
+from .host_edits import SyncOnTouch
+
 log = logging.getLogger("cstorch")
 
 
@@ -125,6 +127,8 @@ class RunState:
         self.closure_iteration: Optional[int] = None
         self._device_state: Optional[DeviceState] = None
         self.staged = StagedBatches(lambda: self.placement)
+        #: between CSX steps: host code touching state the last step changed syncs it first
+        self.host_guard = SyncOnTouch(self)
 
     @property
     def placement(self):
@@ -144,6 +148,7 @@ class RunState:
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, executor) -> None:
+        self.host_guard.clear()
         self.executors.append(executor)
         if self._device_state is not None:
             self._device_state.reset()  # host tensors are the truth between runs
@@ -165,6 +170,7 @@ class RunState:
             else:
                 self._run(lambda p: True)
         finally:
+            self.host_guard.clear()
             if self._device_state is not None:
                 self._device_state.reset()
             self.staged.clear()
@@ -173,7 +179,9 @@ class RunState:
 
     def sync_state_to_host(self, tensors=None) -> None:
         """Bring the torch tensors (all, or only `tensors`) up to the device's latest
-        values (waits for the device)."""
+        values (waits for the device). This is a read: no host edit for the next step."""
+        if tensors is None:
+            self.host_guard.host_synced()
         if self._device_state is not None:
             self._device_state.sync_to_host(tensors)
 
@@ -189,6 +197,7 @@ class RunState:
             self.staged.stage(batch)
 
     def abandon(self) -> None:
+        self.host_guard.clear()
         self.staged.clear()
         self.pending.clear()
         self.executors.clear()

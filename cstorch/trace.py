@@ -21,6 +21,7 @@ import cstorch_jax
 from cstorch_jax import Executable, StaticGraphError, TensorSpec, compile_cache
 
 from . import _backend, amp
+from .host_edits import StateWatch
 from .runtime import ClosureRecorder, wrap_outputs
 from .state import StepState
 
@@ -69,16 +70,13 @@ class _Program:
         self.used_tensors = [state.tensors[i] for i in used]
         self.used_specs = [captured.state_specs[i] for i in used]
         self.used_names = [state.names[i] for i in used]
-        self.mutated_tensors = self.used_tensors[: len(self.mutated)]
-        self.scalar_specs = [TensorSpec((), torch.float32)] * len(state.scalar_names)
-        self._scalar_cache: tuple[list[float], list] = ([], [])
+        #: host edits of the state between calls (rebinding replaces items of used_tensors)
+        self.watch = StateWatch(state, self.used_tensors, list(used), self.used_names, self.used_specs,
+                                len(self.mutated))
 
-    def scalar_arrays(self, b, values: list[float]) -> list:
-        """Device copies of the lifted hyper-parameters, re-sent only when they change."""
-        if values != self._scalar_cache[0]:
-            names = [f"hyper-parameter {n}" for n in self.state.scalar_names]
-            self._scalar_cache = (values, b.run.placement.state_arrays(self.state.scalars(values), names))
-        return self._scalar_cache[1]
+    @property
+    def mutated_tensors(self) -> list[torch.Tensor]:
+        return self.used_tensors[: len(self.mutated)]
 
 
 class TracedStep:
@@ -94,6 +92,7 @@ class TracedStep:
         b = _backend.backend()
         if b is None or not b.is_csx:
             return self.fn(*args, **kwargs)
+        b.run.host_guard.disarm()
         if b.run.executor is None:
             raise RuntimeError(
                 "Detected that a data executor was not used. Please wrap your dataloader in a Cerebras "
@@ -164,9 +163,7 @@ class TracedStep:
         """The compile-cache lookup key of this step for these inputs (None: no caching
         for multi-process runs). The entry is used only if the step's op signature matches
         as well (cstorch_jax.compile_cache)."""
-        import jax
-
-        if compile_cache.directory() is None or jax.process_count() > 1:
+        if not compile_cache.usable():
             return None
         code = getattr(self.fn, "__code__", None)
         parts = [
@@ -174,32 +171,29 @@ class TracedStep:
             f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
             repr(in_spec), repr(static_leaves),
             repr([(n, TensorSpec.of(t), t.requires_grad) for n, t in zip(state.names, state.tensors)]),
-            repr([TensorSpec.of(t) for t in batch]), repr(state.scalar_names),
+            repr([TensorSpec.of(t) for t in batch]),
             f"devices={b.run.placement.num_devices}",
         ]
         platform = b.run.placement.platform
         return compile_cache.entry_key("\n".join(parts), platform, cstorch_jax.xla_options.compiler_options(platform))
 
     def _capture_and_compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:
-        from .optim.optimizer import live_optimizers
-
         t0 = time.perf_counter()
-        state = StepState(b.models, live_optimizers())
+        state = StepState(b.registry)
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         static_leaves = [TENSOR if isinstance(x, torch.Tensor) else x for x in leaves]
         recorder = ClosureRecorder()
         out_info: dict[str, Any] = {}
 
-        def step(traced_state, traced_batch):
-            batch, scalars = traced_batch[: len(tensor_pos)], traced_batch[len(tensor_pos):]
+        def step(traced_state, batch):
             full = list(leaves)
             for pos, t in zip(tensor_pos, batch):
                 full[pos] = t
             a, kw = pytree.tree_unflatten(full, in_spec)
             b.run.capturing = recorder
             try:
-                with state.bind(traced_state, scalars), amp.precision.capture_autocast():
+                with state.bind(traced_state), amp.precision.capture_autocast():
                     result = self.fn(*a, **kw)
             finally:
                 b.run.capturing = None
@@ -209,9 +203,8 @@ class TracedStep:
             out_info["n_user"] = len(user)
             return [*user, *recorder.tensors]
 
-        batch = [leaves[i] for i in tensor_pos] + state.scalars()
+        batch = [leaves[i] for i in tensor_pos]
         names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
-        names += [f"hyper-parameter {n}" for n in state.scalar_names]
         key = self._cache_key(b, state, batch, in_spec, static_leaves) if use_cache else None
         executable = None
         if key is not None and compile_cache.candidate(key):
@@ -296,14 +289,17 @@ class TracedStep:
             )
         batch = [x for x in leaves if isinstance(x, torch.Tensor)]
         names = prog.executable.batch_names
-        prog.executable.check_batch([TensorSpec.of(t) for t in batch] + prog.scalar_specs)
+        prog.executable.check_batch([TensorSpec.of(t) for t in batch])
         ds = b.run.device_state
+        ds.forget(b.run.host_guard.take_written())  # written on the host between steps: upload again
+        prog.watch.check(ds)
         captured = prog.executable.captured
         arrays = ds.arrays(prog.used_tensors, prog.used_specs, prog.used_names)
-        batch_arrays = self._batch_arrays(b, batch, names) + prog.scalar_arrays(b, prog.state.scalar_values())
+        batch_arrays = self._batch_arrays(b, batch, names)
         n_mut = len(prog.mutated)
         new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
         ds.update(prog.mutated_tensors, new_mut)
+        b.run.host_guard.arm(prog.watch)  # host code touching this state syncs it first
         deferred = wrap_outputs(list(outs), captured.output_specs)
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]
         prog.recorder.replay(b.run, closure_values)

@@ -73,6 +73,12 @@ def directory() -> Path | None:
     return Path(base) / "cstorch"
 
 
+def usable() -> bool:
+    """Whether a step may be cached: the cache is on and this is a one-process run (the
+    processes of a multi-process run compile together)."""
+    return directory() is not None and jax.process_count() == 1
+
+
 def _xla_cache(folder: Path) -> None:
     """Point JAX's persistent compilation cache at `<folder>/xla` unless the user set one."""
     with _xla_cache_lock:

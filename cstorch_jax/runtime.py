@@ -4,6 +4,14 @@ During a run the device copy of every state tensor (parameters, buffers, optimiz
 state) is the truth: executables read and donate it step after step without touching
 the host. `sync_to_host()` writes it back into the torch tensors (at checkpoints and
 at the end of a run); `reset()` drops it so the next run uploads the host values.
+
+A host edit between steps takes effect: each device copy remembers the torch tensor's
+version counter (`_version`) from when host and device last agreed (the upload, or a
+`sync_to_host`, whose own write is not an edit); a tensor written on the host since
+then (an in-place op, a `load_state_dict`) is uploaded again by the next `arrays()`.
+A write to a tensor whose device copy was newer than the host's (the write would have
+used stale values) is refused: the facade syncs such tensors before host code touches
+them.
 The RNG key lives here too and is never reset by a run boundary. The placement
 (`SingleDevice` or `DataParallel`) decides on which devices the arrays live.
 """
@@ -17,7 +25,7 @@ import torch
 
 from .capture import TensorSpec
 from .dtypes import to_torch
-from .errors import StaticGraphError
+from .errors import CstorchError, StaticGraphError
 from .executable import KEY_AVAL
 from .placement import SingleDevice
 
@@ -25,7 +33,8 @@ from .placement import SingleDevice
 class DeviceState:
     def __init__(self, seed: int = 0, placement=None):
         self.placement = placement or SingleDevice()
-        self._arrays: dict[int, jax.Array] = {}
+        # id(tensor) -> (its device array, the tensor's _version when host and device last agreed)
+        self._copies: dict[int, tuple[jax.Array, int]] = {}
         self._tensors: dict[int, torch.Tensor] = {}
         self._dirty: set[int] = set()
         self.reseed(seed)
@@ -34,27 +43,42 @@ class DeviceState:
         self.set_rng_state(np.asarray(jax.random.key_data(jax.random.key(seed))))
 
     def arrays(self, tensors: Sequence[torch.Tensor], specs: Sequence[TensorSpec], names: Sequence[str]):
-        """Device arrays of host tensors (uploaded on first use in a run)."""
+        """Device arrays of host tensors: uploaded on first use in a run, and again after
+        a host write (see the module docstring)."""
         out = []
+        copies = self._copies
         for t, spec, name in zip(tensors, specs, names):
-            key = id(t)
-            if key not in self._arrays:
-                got = TensorSpec.of(t)
-                if got != spec:
-                    raise StaticGraphError(
-                        f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step "
-                        f"cannot change the shape or dtype of its state."
-                    )
-                (self._arrays[key],) = self.placement.state_arrays([t], [name])
-                self._tensors[key] = t
-            out.append(self._arrays[key])
+            copy = copies.get(id(t))
+            if copy is None or copy[1] != t._version:
+                copy = self._upload(t, spec, name, stale_host=copy is not None and id(t) in self._dirty)
+            out.append(copy[0])
         return out
+
+    def _upload(self, t: torch.Tensor, spec: TensorSpec, name: str, stale_host: bool) -> tuple:
+        if stale_host:
+            raise CstorchError(
+                f"state tensor {name} was written on the host while the device held newer values, so the write "
+                f"used stale ones. Between steps, edit state from the thread that runs the steps, or sync the "
+                f"state to the host before editing it from elsewhere."
+            )
+        got = TensorSpec.of(t)
+        if got != spec:
+            raise StaticGraphError(
+                f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step cannot change the "
+                f"shape or dtype of its state."
+            )
+        (array,) = self.placement.state_arrays([t], [name])
+        copy = self._copies[id(t)] = (array, t._version)
+        self._tensors[id(t)] = t
+        return copy
 
     def update(self, tensors: Sequence[torch.Tensor], arrays: Sequence[jax.Array]) -> None:
         """Record new device values (the host copies are now stale)."""
+        copies = self._copies
         for t, a in zip(tensors, arrays):
-            self._arrays[id(t)] = a
-            self._dirty.add(id(t))
+            key = id(t)
+            copies[key] = (a, copies[key][1])
+            self._dirty.add(key)
 
     def rng_state(self) -> np.ndarray:
         """The key the next step draws from, as raw uint32 key data (waits for the device)."""
@@ -75,22 +99,23 @@ class DeviceState:
         tensor (waits for the device)."""
         keys = set(self._dirty) if tensors is None else {id(t) for t in tensors} & self._dirty
         for key in keys:  # start every transfer before waiting for the first
-            self._arrays[key].copy_to_host_async()
+            self._copies[key][0].copy_to_host_async()
         with torch.no_grad():
             for key in sorted(keys):
-                t = self._tensors[key]
-                t.copy_(to_torch(self._arrays[key], t.dtype))
+                t, array = self._tensors[key], self._copies[key][0]
+                t.copy_(to_torch(array, t.dtype))
+                self._copies[key] = (array, t._version)  # a read, not an edit
         self._dirty -= keys
 
     def forget(self, tensors: Sequence[torch.Tensor]) -> None:
         """Drop the device copies of `tensors`: the next step uploads their host values."""
         for t in tensors:
-            self._arrays.pop(id(t), None)
+            self._copies.pop(id(t), None)
             self._tensors.pop(id(t), None)
             self._dirty.discard(id(t))
 
     def reset(self) -> None:
         """Forget device copies; the host tensors become the truth again."""
         self.sync_to_host()
-        self._arrays.clear()
+        self._copies.clear()
         self._tensors.clear()

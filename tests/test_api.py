@@ -201,7 +201,8 @@ def test_state_the_step_never_touches_is_not_an_input():
     names = step.program.state.names
     inputs = {names[i] for i in (*captured.mutated, *captured.read_only)}
     assert inputs == {"model0.weight", "model0.bias", "optimizer0.state.0.momentum_buffer",
-                      "optimizer0.state.1.momentum_buffer"}
+                      "optimizer0.state.1.momentum_buffer", "optimizer0.param_groups.0.lr",
+                      "optimizer0.param_groups.0.weight_decay"}
     assert {names[i] for i in captured.unused} >= {"model1.weight", "model1.bias"}
 
 

@@ -29,6 +29,7 @@ import threading
 import torch
 import torch.utils._pytree as pytree
 
+from .._backend import backend, use_cs
 from . import precision
 
 __all__ = ["half_function", "float_function", "promote_function", "register_half_function",
@@ -60,8 +61,6 @@ def casts_active() -> bool:
         return False
     if _init_handle:
         return _init_handle[0]._enabled
-    from .._backend import use_cs
-
     return use_cs()
 
 
@@ -76,8 +75,6 @@ def init(enabled=True, enable_caching=True, verbose=False, allow_banned=False) -
 
 
 def _autocast_devices() -> list[str]:
-    from .._backend import backend
-
     b = backend()
     return ["cpu", "cuda"] if b is not None and b.is_gpu else ["cpu"]
 

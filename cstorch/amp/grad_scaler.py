@@ -20,28 +20,28 @@ so the scale halves at once on an overflow (tolerance 0) and doubles after
 `steps_per_increase` clean steps (the real system's code compares with `>` and doubles
 one step later). Unlike the real system, which scales only
 on CSX, the same arithmetic runs on every backend (the CPU backend stays a reference
-for CSX numerics).
+for CSX numerics). A scaler registers with the run (`cstorch.stateful`) when it is
+created; it scales the gradients of the run's optimizers.
 """
 from __future__ import annotations
 
 import enum
 import warnings
 import weakref
-from typing import Union
+from typing import ClassVar, Iterator, Mapping, Union
 
 import torch
 
+from .. import _backend
+from ..optim.optimizer import live_optimizers
 from ..state import copy_into
+from ..stateful import swap_attributes
 from . import skip
-
-_LIVE: "weakref.WeakSet[GradScaler]" = weakref.WeakSet()
 
 
 def live_grad_scalers() -> list["GradScaler"]:
-    return sorted(_LIVE, key=lambda s: s._creation_index)
-
-
-_counter = 0
+    """The run's grad scalers that are still referenced, in creation order."""
+    return _backend.run_registry().objects("grad_scaler")
 
 
 class _OptState(enum.Enum):
@@ -55,11 +55,12 @@ _TENSOR_STATE = ("_loss_scale", "_steps_since_rescale", "_overflows_since_rescal
 
 
 class GradScaler:
+    state_kind: ClassVar[str] = "grad_scaler"
+
     def __init__(self, loss_scale: Union[str, float, None] = None, init_scale: float | None = None,
                  steps_per_increase: int | None = None, min_loss_scale: float | None = None,
                  max_loss_scale: float | None = None, overflow_tolerance: float = 0.0,
                  max_gradient_norm: float | None = None):
-        global _counter
         loss_scale = loss_scale or 1.0
         default_max = 2.0 ** 15
         self._min_loss_scale = min_loss_scale or 2.0 ** -14
@@ -90,19 +91,25 @@ class GradScaler:
         self.isfinite: torch.Tensor | None = None
         self._non_clamped_loss_scale: torch.Tensor | None = None
         self._opt_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-        _counter += 1
-        self._creation_index = _counter
-        _LIVE.add(self)
+        _backend.run_registry().register(self)
 
-    # -- tensors a compiled step is bound to ---------------------------------------------
+    # -- the run's protocol (cstorch.stateful.Stateful) ------------------------------------
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """The scaler's tensor state by attribute name (empty for static scaling)."""
         return {k: getattr(self, k) for k in _TENSOR_STATE if isinstance(getattr(self, k, None), torch.Tensor)}
 
+    def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for attr, t in self.state_tensors().items():
+            yield attr.lstrip("_"), t
+
+    def bind_step_state(self, traced: Mapping[int, torch.Tensor]):
+        return swap_attributes(self, {attr: traced[id(t)] for attr, t in self.state_tensors().items()})
+
+    def graph_constants(self, prefix: str) -> dict[str, object]:
+        return {}
+
     # -- the scaling protocol ------------------------------------------------------------
     def _optimizers(self):
-        from ..optim.optimizer import live_optimizers
-
         return live_optimizers()
 
     def _state_of(self, optimizer) -> _OptState:

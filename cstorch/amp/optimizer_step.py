@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from ..optim.optimizer import Optimizer
 from .grad_scaler import GradScaler
 
 
@@ -12,8 +13,6 @@ def optimizer_step(loss: torch.Tensor, optimizer, grad_scaler: GradScaler, max_g
     the gradients, clip them by global norm or by value (not both), step every optimizer
     through the scaler, update the scale and zero the gradients. `optimizer` is one
     cstorch optimizer or a list of them."""
-    from ..optim.optimizer import Optimizer
-
     if not isinstance(loss, torch.Tensor):
         raise ValueError(f"Expected the loss to be a single tensor, got {type(loss).__name__}")
     optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]

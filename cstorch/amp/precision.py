@@ -14,6 +14,8 @@ from typing import Union
 
 import torch
 
+from .._backend import current_backend_impl
+
 ENABLED_ENV_VAR = "CEREBRAS_MIXED_PRECISION"
 DTYPE_ENV_VAR = "CEREBRAS_FP16_DTYPE"
 _HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -90,8 +92,6 @@ def is_cbfloat16_tensor(tensor: torch.Tensor) -> bool:
 def autocast(dtype: torch.dtype | None = None):
     """torch.autocast on the CPU/GPU backends (CPU: bfloat16 only); a no-op on CSX,
     where `set_half_dtype` alone decides the compute dtype of the captured step."""
-    from .._backend import current_backend_impl
-
     backend = current_backend_impl()
     if backend.is_csx:
         yield None

@@ -8,7 +8,7 @@
        ---------------------------------------  --------------------------  -------------
        configure(model_dir, ..., checkpoint_     backend arguments,          run_config
          steps, num_csx, ...)                    ClusterConfig
-       compile(model, backend="wse_ws")         cstorch.backend("CSX") +    run_config
+       compile(model, backend="wse_ws")         cstorch.backend("CSX") +    compiled_model
                                                 cstorch.compile
        utils.data.DataLoader(input_fn,          cstorch.utils.data.          utils.data
          num_steps=, max_steps=, num_epochs=,    DataLoader + one
@@ -38,8 +38,11 @@ Why a package of its own: the names clash with the 2.x ones they are built on
 `cstorch.experimental` is the 2.x API's own (different) module.
 """
 from . import amp, metrics, optim, utils
-from .run_config import compile, configure
+from . import run_config
+from .compiled_model import compile
+from .run_config import configure
 from .steps import checkpoint_closure, compile_step, load, save, step_closure
+from .utils import data as _data
 
 __all__ = ["configure", "compile", "compile_step", "step_closure", "checkpoint_closure", "save", "load", "amp",
            "metrics", "optim", "utils"]
@@ -48,8 +51,5 @@ __all__ = ["configure", "compile", "compile_step", "step_closure", "checkpoint_c
 def _reset() -> None:
     """Start over (tests that run several 1.8 scripts in one process): forget the
     configuration and any unfinished DataLoader pass. The backend is reset separately."""
-    from . import run_config
-    from .utils import data
-
     run_config._reset()
-    data._reset()
+    _data._reset()

@@ -7,8 +7,10 @@ its buffers are state of the executable (like parameters and optimizer state), l
 the device during a run and are copied back into the torch tensors at its end.
 `compute()` derives the value from the buffers; `float(metric)` reads it.
 
-Instances register themselves in `Metric.registry[name]` (a class-level dict of lists,
-holding strong references, as on the real system); `get_all_metrics()` walks it.
+Instances register with the run (`cstorch.stateful`) when they are created, by name:
+`Metric.registry[name]` is the run's table (a dict of lists holding strong references,
+as on the real system; a backend reset starts a new one); `get_all_metrics()` walks
+it, and the metrics in it are state of the run's compiled steps.
 
 The instance's `reset`, `update` and `compute` are wrapped at construction:
 
@@ -29,11 +31,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from types import MethodType
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator, Mapping
 
 import torch
 
 from .. import _backend
+from ..stateful import swap_attributes
 
 
 class _Empty:
@@ -97,11 +100,19 @@ def _wrapped_reset(self: "Metric", *args, **kwargs):
     return result
 
 
+class _RunMetrics:
+    """`Metric.registry`: the current run's metrics by name (`StateRegistry.metrics_by_name`)."""
+
+    def __get__(self, obj, owner) -> "defaultdict[str, list[Metric]]":
+        return _backend.run_registry().metrics_by_name
+
+
 class Metric(torch.nn.Module, ABC):
     """Base class of the metrics: subclasses implement `reset` (create the state with
     `register_state`), `update` (accumulate with in-place tensor ops) and `compute`."""
 
-    registry: "defaultdict[str, list[Metric]]" = defaultdict(list)
+    registry = _RunMetrics()
+    state_kind: ClassVar[str] = "metric"
 
     def __init__(self, name: str | None = None):
         super().__init__()
@@ -116,7 +127,7 @@ class Metric(torch.nn.Module, ABC):
         self.update = MethodType(_wrapped_update, self)
         self.compute = MethodType(_wrapped_compute, self)
         self.reset()
-        self.registry[self.name].append(self)
+        _backend.run_registry().register(self)
 
     @property
     def num_updates(self) -> int:
@@ -134,6 +145,17 @@ class Metric(torch.nn.Module, ABC):
         out = {name: t for name, t in self._buffers.items() if t is not None}
         out["_update_count"] = self._update_count
         return out
+
+    # -- the run's protocol (cstorch.stateful.Stateful) -----------------------------------
+    def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for attr, t in self.state_tensors().items():
+            yield f"{self.name}.{attr.lstrip('_')}", t
+
+    def bind_step_state(self, traced: Mapping[int, torch.Tensor]):
+        return swap_attributes(self, {attr: traced[id(t)] for attr, t in self.state_tensors().items()})
+
+    def graph_constants(self, prefix: str) -> dict[str, object]:
+        return {}
 
     @abstractmethod
     def reset(self) -> None:
@@ -185,12 +207,5 @@ def get_all_metrics() -> Iterator[tuple[str, Metric]]:
 
 
 def live_metrics() -> list[Metric]:
-    """The registered metrics, each once, in registry order (their state is step state)."""
-    seen: set[int] = set()
-    out = []
-    for metrics in Metric.registry.values():
-        for m in metrics:
-            if id(m) not in seen:
-                seen.add(id(m))
-                out.append(m)
-    return out
+    """The run's metrics, each once, in registry order (their state is step state)."""
+    return _backend.run_registry().objects("metric")

@@ -20,6 +20,7 @@ import types
 from . import lr_scheduler, weight_decay_scheduler
 from .configure import _RENAMED_KEYS, _subclasses, optimizer_class
 from .optimizer import Optimizer
+from .spec_optimizer import SpecOptimizer
 from .scheduler_config import _OLD_KEYS, _find_class
 
 RENAMED_OPTIMIZER_KEYS = types.MappingProxyType(dict(_RENAMED_KEYS))
@@ -28,7 +29,8 @@ RENAMED_SCHEDULER_KEYS = types.MappingProxyType(dict(_OLD_KEYS))
 
 def optimizer_names() -> list[str]:
     """The names `optimizer_class` accepts (in any case), sorted."""
-    return sorted({c.__name__ for c in _subclasses(Optimizer) if not c.__name__.startswith("_")})
+    return sorted({c.__name__ for c in _subclasses(Optimizer)
+                   if c is not SpecOptimizer and not c.__name__.startswith("_")})
 
 
 def scheduler_classes() -> dict[str, type]:

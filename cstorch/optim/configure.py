@@ -14,6 +14,7 @@ from typing import Iterable
 import torch
 
 from .optimizer import Optimizer
+from .spec_optimizer import BUILTIN_OPTIMIZERS, SpecOptimizer
 
 #: keys of older configuration formats, and what replaced them
 _RENAMED_KEYS = {
@@ -37,13 +38,11 @@ def _subclasses(cls) -> Iterable[type]:
 
 
 def optimizer_class(optimizer_type: str) -> type[Optimizer]:
-    """The cstorch optimizer class named `optimizer_type` (any case)."""
-    import cstorch.optim as package
-
-    classes = {name.lower(): obj for name, obj in vars(package).items()
-               if isinstance(obj, type) and issubclass(obj, Optimizer) and obj is not Optimizer}
+    """The cstorch optimizer class named `optimizer_type` (any case): a built-in one, or a
+    subclass of `cstorch.optim.Optimizer` defined elsewhere."""
+    classes = {name.lower(): cls for name, cls in BUILTIN_OPTIMIZERS.items()}
     for sub in _subclasses(Optimizer):  # user subclasses defined elsewhere
-        if not inspect.isabstract(sub) and not sub.__name__.startswith("_"):
+        if sub is not SpecOptimizer and not inspect.isabstract(sub) and not sub.__name__.startswith("_"):
             classes.setdefault(sub.__name__.lower(), sub)
     try:
         return classes[optimizer_type.lower()]

@@ -7,70 +7,52 @@ The built-in optimizers keep their state under torch.optim's keys, and
 the torch.optim optimizer of the same name loads here, and the other way round.
 Loading copies values into the pre-initialized tensors (their identity is what a
 compiled step is bound to).
+
+The tensor hyper-parameters (`TENSOR_HYPERPARAMS`: the learning rate and weight decay)
+always reach the update as float32 0-d tensors, state of a compiled step like the
+optimizer state, so changing them never changes the graph. The param group keeps what
+it was given (`group["lr"]` stays a Python number unless a tensor was given or a
+scheduler set it, so state dicts keep torch.optim's layout); a number is held by a
+tensor of the optimizer's, rewritten when the group's value changes
+(`Optimizer.hyperparameter`).
+
+An optimizer registers with the run (`cstorch.stateful`) when it is created.
 """
 from __future__ import annotations
 
 import abc
-import math
+import contextlib
 import warnings
-import weakref
 from collections import OrderedDict
-from typing import Optional, Sequence
+from typing import ClassVar, Iterator, Mapping, Optional
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from cstorch_jax.optim.update_op import call_update
-
-from ..amp import skip
+from .. import _backend
 from ..state import copy_into
 
-_LIVE: "weakref.WeakSet[Optimizer]" = weakref.WeakSet()
+
+_UNSET = object()
 
 
 def live_optimizers() -> list["Optimizer"]:
-    """Every cstorch optimizer still referenced, in creation order."""
-    return sorted(_LIVE, key=lambda o: o._creation_index)
-
-
-def forget_optimizers() -> None:
-    """Stop treating the existing optimizers as live (their state is no longer lifted)."""
-    _LIVE.clear()
-
-
-_counter = 0
-
-
-def as_tensor(value) -> torch.Tensor:
-    """A hyper-parameter as a float32 0-d tensor (it may already be one)."""
-    return value if isinstance(value, torch.Tensor) else torch.tensor(float(value), dtype=torch.float32)
-
-
-def check_hyperparameter(name: str, value, low: float = 0.0, *, high: float | None = None,
-                         label: str | None = None) -> None:
-    """ValueError "Invalid <label>: <value>" unless low <= value (< high); 0-d tensors pass."""
-    if isinstance(value, torch.Tensor):
-        return
-    if value is None or value < low or (high is not None and value >= high):
-        raise ValueError(f"Invalid {label or name}: {value}")
-
-
-def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
-    """The checks every Adam-like optimizer makes: lr, eps, weight_decay >= 0 and
-    0 <= beta < 1 for each beta."""
-    check_hyperparameter("lr", lr, label="learning rate")
-    check_hyperparameter("eps", eps, label="epsilon value")
-    for i, beta in enumerate(betas):
-        check_hyperparameter("beta", beta, high=1.0, label=f"beta parameter at index {i}")
-    check_hyperparameter("weight_decay", weight_decay, label="weight_decay value")
+    """The run's cstorch optimizers that are still referenced, in creation order."""
+    return _backend.run_registry().objects("optimizer")
 
 
 class Optimizer(torch.optim.Optimizer, abc.ABC):
-    #: param-group keys that are tensor inputs of a compiled step (never frozen into it)
-    TENSOR_HYPERPARAMS: tuple[str, ...] = ("lr", "weight_decay")
+    #: param-group keys that are float32 0-d state tensors (never frozen into a compiled step)
+    TENSOR_HYPERPARAMS: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")
+    state_kind: ClassVar[str] = "optimizer"
 
     def __init__(self, params, defaults: dict, enable_global_step: bool = False):
-        global _counter
+        # per param group: the tensor that holds each tensor hyper-parameter given as a number,
+        # and the value last written into it (see `hyperparameter`)
+        self._hyper_tensors: list[dict[str, torch.Tensor]] = []
+        self._hyper_values: list[dict[str, object]] = []
+        # the bool 0-d tensor a GradScaler recorded for the last step, with the run's step serial
+        self._skip_record: Optional[tuple[int, torch.Tensor]] = None
         super().__init__(params, defaults)
         for group in self.param_groups:
             if "tags" in group:
@@ -85,10 +67,110 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
         self._optimizer_zero_grad_pre_hooks: OrderedDict = OrderedDict()
         self._optimizer_zero_grad_post_hooks: OrderedDict = OrderedDict()
         # a step not taken through a GradScaler always counts for the schedulers
-        self.register_step_pre_hook(lambda opt, args, kwargs: skip.forget(opt))
-        _counter += 1
-        self._creation_index = _counter
-        _LIVE.add(self)
+        self.register_step_pre_hook(lambda opt, args, kwargs: opt.forget_skip_record())
+        _backend.run_registry().register(self)
+
+    # -- tensor hyper-parameters -------------------------------------------------------
+    def add_param_group(self, param_group: dict) -> None:
+        super().add_param_group(param_group)
+        self._hyper_tensors.append({})
+        self._hyper_values.append({})
+
+    def hyperparameter(self, group_index: int, key: str) -> Optional[torch.Tensor]:
+        """The float32 0-d tensor that holds `param_groups[group_index][key]` (a tensor
+        hyper-parameter; None when the group's value is None): the group's own tensor
+        when it holds a float32 0-d one, else a tensor of the optimizer's, refreshed here
+        when the group's value changed."""
+        value = self.param_groups[group_index].get(key)
+        if value is None:
+            return None
+        if isinstance(value, torch.Tensor) and value.dtype == torch.float32 and value.dim() == 0:
+            return value
+        owned = self._hyper_tensors[group_index].get(key)
+        if owned is None:
+            owned = self._hyper_tensors[group_index][key] = torch.zeros((), dtype=torch.float32)
+            self._hyper_values[group_index][key] = _UNSET
+        last = self._hyper_values[group_index][key]
+        if isinstance(value, torch.Tensor) or last is _UNSET or value != last:
+            copy_into(owned, value, f"param group {group_index} {key!r}")
+            self._hyper_values[group_index][key] = value
+        return owned
+
+    def hyperparameters(self) -> Iterator[tuple[int, str, torch.Tensor]]:
+        """(group index, key, tensor) for every tensor hyper-parameter of every group,
+        each tensor refreshed from its group (see `hyperparameter`)."""
+        for gi, group in enumerate(self.param_groups):
+            for key in self.TENSOR_HYPERPARAMS:
+                t = self.hyperparameter(gi, key) if key in group else None
+                if t is not None:
+                    yield gi, key, t
+
+    def schedule_hyperparameter(self, group_index: int, key: str) -> torch.Tensor:
+        """A scheduler sets `key` of this group from now on: the group holds the float32
+        0-d tensor of `hyperparameter` (with the group's value), written in place."""
+        t = self.hyperparameter(group_index, key)
+        self.param_groups[group_index][key] = t
+        return t
+
+    # -- gradient-scaler skip records (`cstorch.amp.skip`) ------------------------------
+    def record_skip(self, applied: torch.Tensor, serial: int) -> None:
+        self._skip_record = (serial, applied)
+
+    def skip_record(self, serial: int) -> Optional[torch.Tensor]:
+        record = self._skip_record
+        return record[1] if record is not None and record[0] == serial else None
+
+    def forget_skip_record(self) -> None:
+        self._skip_record = None
+
+    # -- the run's protocol (cstorch.stateful.Stateful) --------------------------------
+    def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The parameters, the tensor hyper-parameters and the optimizer state."""
+        index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+        hyper = {(gi, key): t for gi, key, t in self.hyperparameters()}
+        for gi, group in enumerate(self.param_groups):
+            for p in group["params"]:
+                yield f"param{index[id(p)]}", p
+            for key in self.TENSOR_HYPERPARAMS:
+                if (gi, key) in hyper:
+                    yield f"param_groups.{gi}.{key}", hyper[gi, key]
+        for p, st in self.state.items():
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor):
+                    yield f"state.{index.get(id(p), '?')}.{k}", v
+
+    @contextlib.contextmanager
+    def bind_step_state(self, traced: Mapping[int, torch.Tensor]) -> Iterator[None]:
+        saved_params = [g["params"] for g in self.param_groups]
+        saved_hyper = [{k: g[k] for k in self.TENSOR_HYPERPARAMS if k in g} for g in self.param_groups]
+        hyper = list(self.hyperparameters())
+        saved_state = self.state
+        try:
+            for g in self.param_groups:
+                g["params"] = [traced[id(p)] for p in g["params"]]
+            for gi, key, t in hyper:
+                self.param_groups[gi][key] = traced[id(t)]
+            new_state = type(saved_state)(dict) if hasattr(saved_state, "default_factory") else {}
+            for p, st in saved_state.items():
+                new_state[traced[id(p)]] = {k: traced[id(v)] if isinstance(v, torch.Tensor) else v
+                                            for k, v in st.items()}
+            self.state = new_state
+            yield
+        finally:
+            self.state = saved_state
+            for g, params, values in zip(self.param_groups, saved_params, saved_hyper):
+                g["params"] = params
+                g.update(values)
+
+    def graph_constants(self, prefix: str) -> dict[str, object]:
+        """Every param-group value other than the parameters and the tensor
+        hyper-parameters (momentum, betas, ...), as a repr."""
+        out = {}
+        for gi, group in enumerate(self.param_groups):
+            for k, v in group.items():
+                if k != "params" and k not in self.TENSOR_HYPERPARAMS and not isinstance(v, torch.Tensor):
+                    out[f"{prefix}.param_groups[{gi}][{k!r}]"] = repr(v)
+        return out
 
     @abc.abstractmethod
     def preinitialize(self) -> None:
@@ -186,20 +268,7 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
                 if k != "params" and k in group:
                     _assign(group, k, v, f"param group {gi} {k!r}")
 
-    # -- helpers for preinitialize() and step() implementations --------------------------
-    def _init_state(self, *zeros: str, step: bool = True, when: Optional[dict] = None) -> None:
-        """For every parameter: a float32 0-d `step` (torch.optim's counter) when `step`,
-        a zero tensor shaped like the parameter under each name in `zeros`, then one under
-        each name of `when` whose predicate holds for the parameter's group."""
-        for group in self.param_groups:
-            keys = [*zeros, *(k for k, holds in (when or {}).items() if holds(group))]
-            for p in group["params"]:
-                st = self.state[p]
-                if step:
-                    st["step"] = torch.zeros((), dtype=torch.float32)
-                for key in keys:
-                    st[key] = torch.zeros_like(p)
-
+    # -- helpers for step() implementations ----------------------------------------------
     @staticmethod
     def _call_closure(closure):
         """Re-evaluate the model with grad enabled, as torch.optim does."""
@@ -207,51 +276,6 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
             return None
         with torch.enable_grad():
             return closure()
-
-    def _groups_with_grads(self):
-        """(group, params that have a gradient) for every group with at least one."""
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if params:
-                yield group, params
-
-    def _apply_update(self, op, group: dict, params: Sequence[torch.Tensor], static: dict,
-                      hparams: Sequence[str] = ("lr", "weight_decay")) -> None:
-        """One call of an update op (cstorch_jax.optim) for `params` of `group`: the
-        group's `hparams` go in as 0-d tensors, `static` is frozen into the graph; the
-        new values are written back into the parameters and their state in place."""
-        states = [self.state[p] for p in params]
-        new_params, new_states = call_update(
-            op, params, [p.grad for p in params], states, {k: as_tensor(group[k]) for k in hparams}, static,
-        )
-        with torch.no_grad():
-            for p, v in zip(params, new_params):
-                p.copy_(v)
-            for st, new in zip(states, new_states):
-                for k, v in new.items():
-                    st[k].copy_(v)
-
-
-def steps_from_beta_powers(state_dict: dict) -> dict:
-    """The real system's Adam-family optimizers keep beta1^(t+1) after t steps as
-    `beta1_power` (and beta2's as `beta2_power`) where torch keeps `step` = t: rewrite
-    such a state dict into torch's layout. Other state dicts are returned unchanged."""
-    if not any("beta1_power" in st for st in state_dict.get("state", {}).values()):
-        return state_dict
-    beta1_of = {i: g.get("betas", (0.9, 0.999))[0] for g in state_dict["param_groups"] for i in g["params"]}
-    converted = {}
-    for i, st in state_dict["state"].items():
-        st = dict(st)
-        power = st.pop("beta1_power", None)
-        st.pop("beta2_power", None)
-        if power is not None and "step" not in st:
-            beta1, power = float(beta1_of.get(i, 0.9)), float(power)
-            t = 0
-            if 0 < beta1 < 1 and power > 0:
-                t = max(round(math.log(power) / math.log(beta1)) - 1, 0)
-            st["step"] = torch.tensor(float(t))
-        converted[i] = st
-    return {**state_dict, "state": converted}
 
 
 def _assign(d: dict, key, value, what: str) -> None:

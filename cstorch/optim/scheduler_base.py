@@ -3,29 +3,27 @@ into its param groups in place (see `cstorch.optim.scheduler` for the contract).
 from __future__ import annotations
 
 import abc
-import itertools
+import contextlib
 import math
 import numbers
 import warnings
 import weakref
-from typing import List, Optional, Sequence, Union
+from typing import ClassVar, Iterator, List, Mapping, Optional, Sequence, Union
 
 import torch
 
+from .. import _backend
 from ..state import copy_into
 from .optimizer import Optimizer
 
 
 TagsType = Optional[Union[str, Sequence[Optional[str]]]]
 
-_LIVE: "weakref.WeakSet[Scheduler]" = weakref.WeakSet()
-_creation_counter = itertools.count(1)
-
 
 def live_schedulers() -> List["Scheduler"]:
-    """Every scheduler still referenced that writes param groups itself (schedulers
-    owned by a composite scheduler are left out), in creation order."""
-    return sorted(_LIVE, key=lambda s: s._creation_index)
+    """The run's schedulers that are still referenced and write param groups themselves
+    (schedulers owned by a composite scheduler are left out), in creation order."""
+    return _backend.run_registry().objects("scheduler")
 
 
 # --------------------------------------------------------------------------------------
@@ -133,7 +131,7 @@ def _half_cosine(elapsed: torch.Tensor, remaining: torch.Tensor, span: float) ->
 # base class
 # --------------------------------------------------------------------------------------
 # attributes that are not part of a scheduler's state dict
-_NOT_STATE = frozenset({"optimizer", "_owner_ref", "_creation_index"})
+_NOT_STATE = frozenset({"optimizer", "_owner_ref"})
 # state-dict keys that load_state_dict accepts and ignores (also those of the real library)
 _IGNORED_ON_LOAD = frozenset({"_step_count", "_last_value", "device", "_get_called_within_step"})
 
@@ -150,7 +148,10 @@ class Scheduler(abc.ABC):
             group.
 
     Subclasses define `_value(t)`, the closed form at the int64 0-d step tensor `t`.
+    A scheduler registers with the run (`cstorch.stateful`) when it is created.
     """
+
+    state_kind: ClassVar[str] = "scheduler"
 
     def __init__(self, optimizer: Optimizer, total_iters: Optional[int], last_epoch: int = -1,
                  param_group_tags: TagsType = None):
@@ -174,8 +175,7 @@ class Scheduler(abc.ABC):
         self.last_epoch = torch.tensor(int(last_epoch) + 1, dtype=torch.int64)
         self._step_count = 1
         self._write_groups()
-        self._creation_index = next(_creation_counter)
-        _LIVE.add(self)
+        _backend.run_registry().register(self)
 
     @property
     def _owner(self) -> Optional["Scheduler"]:
@@ -184,7 +184,7 @@ class Scheduler(abc.ABC):
     def _adopt(self, child: "Scheduler") -> None:
         """`child` is evaluated by this scheduler from now on: it stops being live."""
         child._owner_ref = weakref.ref(self)
-        _LIVE.discard(child)
+        _backend.run_registry().unregister(child)
 
     # -- what subclasses provide ---------------------------------------------------
     @property
@@ -239,15 +239,12 @@ class Scheduler(abc.ABC):
                 )
             v = group[key]
             if isinstance(v, torch.Tensor):
-                if v.dtype == torch.float32 and v.dim() == 0:
-                    continue
                 if v.numel() != 1:
                     raise ValueError(f"param group {gi}'s '{key}' must be a number or a 0-d tensor, got a tensor "
                                      f"of shape {tuple(v.shape)}.")
-                v = float(v.detach().reshape(()).to("cpu", torch.float64))
             elif not _is_number(v):
                 raise TypeError(f"param group {gi}'s '{key}' must be a number or a 0-d tensor, got {v!r}.")
-            group[key] = torch.tensor(float(v), dtype=torch.float32)
+            self.optimizer.schedule_hyperparameter(gi, key)
 
     def _write_groups(self) -> None:
         """group[key] <- the value at last_epoch, in place."""
@@ -271,27 +268,24 @@ class Scheduler(abc.ABC):
                 f"This {type(self).__name__} is part of a {type(self._owner).__name__}, which evaluates it and "
                 f"writes the param groups; call step() on the {type(self._owner).__name__} instead."
             )
-        self._check_not_outside_compiled_step("step()")
-        from ..amp.skip import step_applied
-
-        applied = step_applied(self.optimizer)
+        self._check_step_inside_compiled_step()
+        applied = self.optimizer.skip_record(_backend.run_registry().step_serial)  # see cstorch.amp.skip
         inc = 1 if applied is None else applied.to(torch.int64)
         with torch.no_grad():
             self.last_epoch.add_(inc)
         self._step_count += 1
         self._write_groups()
 
-    def _check_not_outside_compiled_step(self, what: str) -> None:
-        """During a CSX run the step counter and the values live on the device; a change
-        made to the host tensors between compiled steps would be silently lost."""
-        from .. import _backend
-
+    def _check_step_inside_compiled_step(self) -> None:
+        """During a CSX run the schedule advances inside the compiled step (its counter
+        is state of the step); a `step()` between steps would advance it twice as fast
+        as the script reads on the CPU backend, or not at all where the step has none."""
         b = _backend.backend()
         if b is not None and b.is_csx and b.run.executor is not None and not b.is_tracing:
             raise RuntimeError(
-                f"{type(self).__name__}.{what} was called during a CSX run but outside the @cstorch.trace step. "
-                f"On CSX the schedule's step counter lives on the device while the run lasts, so call "
-                f"scheduler.step() inside the traced step function, after optimizer.step()."
+                f"{type(self).__name__}.step() was called during a CSX run but outside the @cstorch.trace step. "
+                f"On CSX the schedule advances inside the compiled step, so call scheduler.step() inside the "
+                f"traced step function, after optimizer.step()."
             )
 
     def get(self) -> list:
@@ -328,8 +322,8 @@ class Scheduler(abc.ABC):
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyper-parameters and the step (copied into `last_epoch` in place) and
-        rewrite the param groups. The dict is not modified."""
-        self._check_not_outside_compiled_step("load_state_dict()")
+        rewrite the param groups. The dict is not modified. During a CSX run the next
+        step uploads the loaded values (`cstorch.host_edits`)."""
         state = dict(state_dict)
         last_epoch = state.pop("last_epoch", None)
         children = state.pop("_schedulers", None)
@@ -357,6 +351,22 @@ class Scheduler(abc.ABC):
         if last_epoch is not None:
             copy_into(self.last_epoch, last_epoch, "scheduler last_epoch")
         self._write_groups()
+
+    # -- the run's protocol (cstorch.stateful.Stateful) --------------------------------
+    def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:
+        yield "last_epoch", self.last_epoch
+
+    @contextlib.contextmanager
+    def bind_step_state(self, traced: Mapping[int, torch.Tensor]) -> Iterator[None]:
+        saved = self.last_epoch
+        self.last_epoch = traced[id(saved)]
+        try:
+            yield
+        finally:
+            self.last_epoch = saved
+
+    def graph_constants(self, prefix: str) -> dict[str, object]:
+        return {f"{prefix} ({type(self).__name__}).{k}": v for k, v in self._graph_constants().items()}
 
     def _graph_constants(self, prefix: str = "") -> dict:
         """Everything (besides `last_epoch`) the closed form is specialised on, as reprs:

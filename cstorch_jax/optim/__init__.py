@@ -1,26 +1,27 @@
-"""Optimizer update rules as pure jnp functions, each exposed to torch as ONE custom op
+"""Optimizers as specs: each algorithm (`algorithms/<name>.py`) is a chain of per-parameter
+jnp transforms (`transforms.py`) with its state layout and the public classes of the
+real API built on it (`spec.py`), exposed to torch as ONE custom op
 (`torch.ops.cstorch.<name>`, see `update_op`): the fake kernel gives shapes, the eager
 kernel runs the rule on torch tensors, the lowering inlines it into the compiled step."""
-from .adadelta import adadelta_rule, adadelta_update
-from .adafactor import adafactor_rule, adafactor_update
-from .adagrad import adagrad_rule, adagrad_update
-from .adam import adam_rule, adam_update
-from .adamax import adamax_rule, adamax_update
-from .asgd import asgd_rule, asgd_update
-from .lamb import lamb_rule, lamb_update
-from .lion import lion_rule, lion_update
-from .muon import muon_rule, muon_update
-from .nadam import nadam_rule, nadam_update
-from .radam import radam_rule, radam_update
-from .rmsprop import rmsprop_rule, rmsprop_update
-from .rprop import rprop_rule, rprop_update
-from .sgd import sgd_rule, sgd_update
-from .update_op import UpdateConfig, apply_rule, call_update, define_update
+from . import algorithms  # noqa: F401  (registers every algorithm and its update op)
+from .registry import public_optimizers, register, registered_algorithms
+from .spec import REQUIRED, Algorithm, PublicOptimizer, Slot, counter, decode_hyper, encode_hyper, like_param, shaped
+from .transforms import (
+    Hyper,
+    Update,
+    add_l2_decay,
+    chain,
+    decay_weights,
+    maximize,
+    one_minus_power,
+    scale_by_learning_rate,
+    when,
+)
+from .update_op import apply_rule, call_update, define_update
 
 __all__ = [
-    "define_update", "call_update", "apply_rule", "UpdateConfig", "adadelta_rule", "adadelta_update",
-    "adafactor_rule", "adafactor_update", "adagrad_rule", "adagrad_update", "adam_rule", "adam_update",
-    "adamax_rule", "adamax_update", "asgd_rule", "asgd_update", "lamb_rule", "lamb_update", "lion_rule",
-    "lion_update", "muon_rule", "muon_update", "nadam_rule", "nadam_update", "radam_rule", "radam_update",
-    "rmsprop_rule", "rmsprop_update", "rprop_rule", "rprop_update", "sgd_rule", "sgd_update",
+    "Algorithm", "PublicOptimizer", "Slot", "REQUIRED", "like_param", "counter", "shaped", "register",
+    "public_optimizers", "registered_algorithms", "encode_hyper", "decode_hyper", "define_update", "call_update",
+    "apply_rule", "Hyper", "Update", "chain", "when", "maximize", "add_l2_decay", "decay_weights",
+    "scale_by_learning_rate", "one_minus_power",
 ]

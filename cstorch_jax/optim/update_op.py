@@ -1,32 +1,23 @@
-"""An optimizer update as ONE custom op whose math is a pure jnp rule.
+"""An optimizer update as ONE custom op whose math is an algorithm's jnp rule.
 
-A rule updates one parameter:
+`define_update(algorithm)` exposes an `Algorithm` (`spec.py`) to torch as
 
-    rule(p, g, state, hp, **static) -> (p', state')
+    cstorch::<name>(Tensor[] params, Tensor[] grads, Tensor[] state, Tensor? lr,
+                    Tensor? weight_decay, float[] hyper) -> Tensor[]
 
-with `state` a dict of that parameter's state arrays (returned with the same keys),
-`hp` a dict of 0-d arrays (the tensor hyper-parameters: learning rate, weight decay)
-and `static` the frozen hyper-parameters (floats, bools, tuples). A rule may branch on
-`static` and on shapes, never on a traced value.
-
-`define_update(name, rule)` exposes it to torch as
-
-    cstorch::<name>(Tensor[] params, Tensor[] grads, Tensor[] state, Tensor[] hparams,
-                    str config) -> Tensor[]
-
-where `state` holds every parameter's state tensors, parameter after parameter, in the
-order of the config's `state_keys[i]`; `hparams` are named by `config.hparams`, and
-`config` is the JSON of an `UpdateConfig`. The result is [*new params, *new state] in
-the same layout. The fake kernel gives shapes, the eager kernel (CPU/GPU backends)
-runs the jitted rule on the torch tensors, and the lowering inlines the rule into the
-compiled step, so eager and compiled numerics come from one definition.
+for the parameters of one param group: `state` holds every parameter's state tensors,
+parameter after parameter, in the algorithm's field order (the fields its layout
+keeps for that parameter's shape); `lr` and `weight_decay` are 0-d float32 tensors;
+`hyper` is the frozen hyper-parameters (`spec.encode_hyper`). The result is
+[*new params, *new state] in the same layout. The fake kernel gives shapes, the eager
+kernel (CPU/GPU backends) runs the jitted rule on the torch tensors, and the lowering
+inlines the rule into the compiled step, so eager and compiled numerics come from one
+definition.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
-from typing import Callable, Sequence
+from typing import Optional, Sequence
 
 import jax
 import torch
@@ -34,80 +25,70 @@ from torch import Tensor
 
 from ..lowering import register
 from .eager import run_eagerly
-
-Rule = Callable[..., tuple]
-
-
-@dataclasses.dataclass(frozen=True)
-class UpdateConfig:
-    state_keys: tuple[tuple[str, ...], ...]  # per parameter, the names of its state tensors
-    hparams: tuple[str, ...]                 # names of the 0-d tensor hyper-parameters
-    static: tuple[tuple[str, object], ...]   # frozen hyper-parameters, sorted by name
-
-    def encode(self) -> str:
-        return json.dumps({"state_keys": self.state_keys, "hparams": self.hparams, "static": dict(self.static)},
-                          sort_keys=True)
-
-    @staticmethod
-    @functools.lru_cache(maxsize=None)
-    def decode(text: str) -> "UpdateConfig":
-        d = json.loads(text)
-        static = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d["static"].items()))
-        return UpdateConfig(tuple(tuple(k) for k in d["state_keys"]), tuple(d["hparams"]), static)
+from .spec import Algorithm, decode_hyper, encode_hyper
+from .transforms import Hyper
 
 
-def apply_rule(rule: Rule, params, grads, state, hparams, config: UpdateConfig) -> list:
-    """Run `rule` over every parameter; arrays in, arrays out, in the op's layout."""
-    hp = dict(zip(config.hparams, hparams))
-    static = dict(config.static)
+def apply_rule(algorithm: Algorithm, params, grads, state, lr, weight_decay, hyper) -> list:
+    """Run the algorithm's rule over every parameter; arrays in, arrays out, in the
+    op's layout. `hyper` is the decoded NamedTuple of frozen hyper-parameters."""
+    hp = Hyper(hyper, lr, weight_decay)
     new_params, new_state = [], []
     pos = 0
-    for p, g, keys in zip(params, grads, config.state_keys):
-        st = dict(zip(keys, state[pos: pos + len(keys)]))
-        pos += len(keys)
-        p2, st2 = rule(p, g, st, hp, **static)
-        if set(st2) != set(keys):
-            raise RuntimeError(f"update rule {rule.__name__} returned state {sorted(st2)}, expected {sorted(keys)}")
-        new_params.append(p2.astype(p.dtype))
-        new_state.extend(st2[k].astype(st[k].dtype) for k in keys)
+    for p, g in zip(params, grads):
+        state_type, fields = algorithm.layout(hyper, p.shape)
+        held = dict(zip(fields, state[pos: pos + len(fields)]))
+        pos += len(fields)
+        st = state_type(**{f: held.get(f) for f in state_type._fields})
+        new_p, st2 = algorithm.update(p, g, st, hp)
+        kept = tuple(f for f in st2._fields if getattr(st2, f) is not None)
+        if kept != fields:
+            raise RuntimeError(f"update rule {algorithm.name} returned state {list(kept)}, expected {list(fields)}")
+        new_params.append(new_p.astype(p.dtype))
+        new_state.extend(getattr(st2, f).astype(held[f].dtype) for f in fields)
     return [*new_params, *new_state]
 
 
-def define_update(name: str, rule: Rule):
-    """Register `torch.ops.cstorch.<name>` for `rule` (see the module docstring)."""
-    qualname = f"cstorch::{name}"
+def define_update(algorithm: Algorithm):
+    """Register `torch.ops.cstorch.<algorithm.name>` (see the module docstring)."""
+    name = algorithm.name
 
     @functools.partial(jax.jit, static_argnums=(4,))
-    def jitted(params, grads, state, hparams, config_text):
-        return apply_rule(rule, params, grads, state, hparams, UpdateConfig.decode(config_text))
+    def jitted(params, grads, state, hyper_tensors, static):
+        hyper, has_lr, has_wd = static
+        lr = hyper_tensors[0] if has_lr else None
+        wd = hyper_tensors[-1] if has_wd else None
+        return apply_rule(algorithm, params, grads, state, lr, wd, hyper)
 
-    def eager(params: list[Tensor], grads: list[Tensor], state: list[Tensor], hparams: list[Tensor],
-              config: str) -> list[Tensor]:
-        return run_eagerly(lambda *a: jitted(*a, config), [params, grads, state, hparams], [*params, *state])
+    def eager(params: list[Tensor], grads: list[Tensor], state: list[Tensor], lr: Optional[Tensor],
+              weight_decay: Optional[Tensor], hyper: list[float]) -> list[Tensor]:
+        static = (decode_hyper(algorithm.hyper, tuple(hyper)), lr is not None, weight_decay is not None)
+        tensors = [t for t in (lr, weight_decay) if t is not None]
+        return run_eagerly(lambda *a: jitted(*a, static), [params, grads, state, tensors], [*params, *state])
 
-    op = torch.library.custom_op(qualname, eager, mutates_args=())
+    op = torch.library.custom_op(f"cstorch::{name}", eager, mutates_args=())
 
     @op.register_fake
-    def _(params, grads, state, hparams, config):
+    def _(params, grads, state, lr, weight_decay, hyper):
         return [torch.empty_like(t) for t in (*params, *state)]
 
     @register(getattr(torch.ops.cstorch, name).default)
-    def _lower(params, grads, state, hparams, config):
-        return apply_rule(rule, params, grads, state, hparams, UpdateConfig.decode(config))
+    def _lower(params, grads, state, lr, weight_decay, hyper):
+        return apply_rule(algorithm, params, grads, state, lr, weight_decay,
+                          decode_hyper(algorithm.hyper, tuple(hyper)))
 
     return op
 
 
-def call_update(op, params: Sequence[Tensor], grads: Sequence[Tensor], states: Sequence[dict],
-                hparams: dict[str, Tensor], static: dict) -> tuple[list[Tensor], list[dict]]:
-    """Call an update op on torch tensors; return (new params, new state dicts)."""
-    keys = tuple(tuple(st) for st in states)
-    config = UpdateConfig(keys, tuple(hparams), tuple(sorted(static.items()))).encode()
-    flat = [t for st in states for t in st.values()]
-    out = op(list(params), list(grads), flat, list(hparams.values()), config)
+def call_update(op, params: Sequence[Tensor], grads: Sequence[Tensor], states: Sequence[Sequence[Tensor]],
+                lr: Optional[Tensor], weight_decay: Optional[Tensor], hyper) -> tuple[list[Tensor], list[list[Tensor]]]:
+    """Call an update op on torch tensors, `states[i]` being parameter i's state tensors
+    in its layout's field order; returns (new params, new state tensors per parameter)."""
+    flat = [t for st in states for t in st]
+    out = op(list(params), list(grads), flat, lr, weight_decay, encode_hyper(hyper))
     new_params, rest = out[: len(params)], out[len(params):]
     new_states, pos = [], 0
-    for k in keys:
-        new_states.append(dict(zip(k, rest[pos: pos + len(k)])))
-        pos += len(k)
+    for st in states:
+        new_states.append(rest[pos: pos + len(st)])
+        pos += len(st)
     return new_params, new_states

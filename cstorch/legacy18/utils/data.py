@@ -33,6 +33,8 @@ from typing import Callable, Optional
 import cstorch
 from cstorch.utils.data import DataExecutor, Schedule, compute_num_steps
 
+from ..run_config import current_config
+
 _RUNS: list = []  # the passes being iterated, innermost last
 
 
@@ -121,8 +123,6 @@ class DataLoader:
     # -- checkpoint steps --------------------------------------------------------------
     @property
     def checkpoint_every(self) -> int:
-        from ..run_config import current_config
-
         return current_config().checkpoint_steps
 
     def is_checkpoint_step(self, step: int) -> bool:

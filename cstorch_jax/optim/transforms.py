@@ -1,0 +1,122 @@
+"""Per-parameter update transforms, composed the way optax composes its optimizers.
+
+An optimizer's rule is a chain of transforms over one parameter. Each transform is
+
+    transform(update, state, hp) -> (update, state)
+
+with `update` an `Update` in flight, `state` the parameter's state (a NamedTuple of
+arrays, None for the fields this parameter does not keep) and `hp` the
+hyper-parameters (`Hyper`: the learning rate and weight decay as 0-d arrays, the
+frozen ones as Python values). A chain starts from
+
+    Update(p=p, u=g, lr=lr)                        (lr cast to p's dtype; None if absent)
+
+and the parameter's new value is the chain's final `p`. The shared transforms are the
+steps every torch-style optimizer spells the same way:
+
+    maximize()                 u = -u                    (when hp.maximize)
+    add_l2_decay()             u = u + wd * p            (weight decay as an L2 gradient)
+    decay_weights()            p = p * (1 - lr * wd)     (decoupled weight decay)
+    scale_by_learning_rate()   p = p - lr * u            (p - u when lr is None)
+
+An algorithm adds its own core transform, which turns `u` into its direction and may
+set `lr` to its effective step size (Adam's lr / (1 - beta1^t)); a core that computes
+the new parameter itself writes `p` and is last in the chain. Every transform is pure
+jnp on arrays: a Python branch only on `hp`'s frozen values and on shapes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax.numpy as jnp
+
+
+class Update(NamedTuple):
+    """One parameter's update in flight through a chain."""
+
+    p: Any                  # the parameter (changed by decoupled decay, or by a core that writes it)
+    u: Any                  # the update direction so far (starts as the gradient)
+    lr: Optional[Any]       # the step size `scale_by_learning_rate` applies (starts as hp.lr)
+
+
+class Hyper:
+    """An algorithm's hyper-parameters for one param group: `lr` and `weight_decay`
+    (0-d arrays or None) and the frozen ones (`static`, a NamedTuple) as attributes."""
+
+    __slots__ = ("static", "lr", "weight_decay")
+
+    def __init__(self, static: NamedTuple, lr=None, weight_decay=None):
+        self.static, self.lr, self.weight_decay = static, lr, weight_decay
+
+    def __getattr__(self, name: str):
+        return getattr(self.static, name)
+
+
+Transform = Callable[[Update, NamedTuple, Hyper], tuple[Update, NamedTuple]]
+
+
+def chain(*transforms: Transform) -> Transform:
+    """Apply `transforms` in order."""
+
+    def apply(update: Update, state: NamedTuple, hp: Hyper):
+        for t in transforms:
+            update, state = t(update, state, hp)
+        return update, state
+
+    return apply
+
+
+def when(predicate: Callable[[Hyper], bool], transform: Transform) -> Transform:
+    """`transform` where `predicate(hp)` holds (a frozen hyper-parameter), else nothing."""
+
+    def apply(update: Update, state: NamedTuple, hp: Hyper):
+        return transform(update, state, hp) if predicate(hp) else (update, state)
+
+    return apply
+
+
+def maximize() -> Transform:
+    """u = -u when `hp.maximize` (ascend instead of descend)."""
+
+    def apply(update: Update, state, hp: Hyper):
+        return (update._replace(u=-update.u) if hp.maximize else update), state
+
+    return apply
+
+
+def add_l2_decay() -> Transform:
+    """u = u + weight_decay * p: weight decay as an L2 term of the gradient."""
+
+    def apply(update: Update, state, hp: Hyper):
+        wd = hp.weight_decay.astype(update.p.dtype)
+        return update._replace(u=update.u + wd * update.p), state
+
+    return apply
+
+
+def decay_weights() -> Transform:
+    """p = p * (1 - lr * weight_decay): decoupled weight decay, with the chain's step
+    size at this point."""
+
+    def apply(update: Update, state, hp: Hyper):
+        wd = hp.weight_decay.astype(update.p.dtype)
+        return update._replace(p=update.p * (1 - update.lr * wd)), state
+
+    return apply
+
+
+def scale_by_learning_rate() -> Transform:
+    """p = p - lr * u (p - u when the chain has no step size)."""
+
+    def apply(update: Update, state, hp: Hyper):
+        step = update.u if update.lr is None else update.lr * update.u
+        return update._replace(p=update.p - step), state
+
+    return apply
+
+
+def one_minus_power(beta: float, t):
+    """1 - beta^t for a float32 step count t, accurate to float32 rounding even when
+    beta is close to 1 (1 - float32(0.999) alone is off by 1e-5 relative)."""
+    return -jnp.expm1(t * math.log(beta)) if beta > 0 else jnp.where(t > 0, 1.0, 0.0).astype(t.dtype)
