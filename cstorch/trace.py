@@ -118,7 +118,8 @@ class TracedStep:
             raise RuntimeError(
                 "step.lower() compiles the step for the CSX backend; create it first with cstorch.backend(\"CSX\")."
             )
-        return cstorch_jax.explore.StepReport(self._compile(b, args, kwargs).executable, self.__name__)
+        prog = self._compile(b, args, kwargs)
+        return cstorch_jax.explore.StepReport(prog.executable, self.__name__, prog.state.names)
 
     @property
     def report(self):
@@ -128,7 +129,7 @@ class TracedStep:
                 f"{self.__name__} has not been compiled yet: call it once inside a DataExecutor loop, or use "
                 f"{self.__name__}.lower(*example_args) to compile it for exploration without running it."
             )
-        return cstorch_jax.explore.StepReport(self.program.executable, self.__name__)
+        return cstorch_jax.explore.StepReport(self.program.executable, self.__name__, self.program.state.names)
 
     # -- CSX ----------------------------------------------------------------------
     def _compile(self, b, args, kwargs) -> _Program:

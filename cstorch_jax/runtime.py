@@ -5,7 +5,9 @@ state) is the truth: executables read and donate it step after step without touc
 the host. `sync_to_host()` writes it back into the torch tensors (at checkpoints and
 at the end of a run); `reset()` drops it so the next run uploads the host values.
 The RNG key lives here too and is never reset by a run boundary. The placement
-(`SingleDevice` or `DataParallel`) decides on which devices the arrays live.
+(`SingleDevice`, `DataParallel` or `FullyShardedDataParallel`) decides on which devices
+the arrays live and how each is split; `device_arrays` hands the current device copies
+to code that writes them without a host copy (a sharded orbax checkpoint).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import numpy as np
 import torch
 
 from .capture import TensorSpec
-from .dtypes import to_torch
+from .dtypes import host_dtype, to_torch
 from .errors import StaticGraphError
 from .executable import KEY_AVAL
 from .placement import SingleDevice
@@ -74,13 +76,33 @@ class DeviceState:
         """Copy every changed device value (or only those of `tensors`) into its torch
         tensor (waits for the device)."""
         keys = set(self._dirty) if tensors is None else {id(t) for t in tensors} & self._dirty
-        for key in keys:  # start every transfer before waiting for the first
-            self._arrays[key].copy_to_host_async()
+        # in upload order, the same in every process (gathering split arrays is a collective)
+        keys = [key for key in self._tensors if key in keys]
+        hosts = self.placement.to_host([self._arrays[key] for key in keys])
         with torch.no_grad():
-            for key in sorted(keys):
+            for key, host in zip(keys, hosts):
                 t = self._tensors[key]
-                t.copy_(to_torch(self._arrays[key], t.dtype))
-        self._dirty -= keys
+                t.copy_(to_torch(host, t.dtype))
+        self._dirty -= set(keys)
+
+    def device_arrays(self, tensors: Sequence[torch.Tensor]) -> list[Optional[jax.Array]]:
+        """The current device copy of each host tensor, or None where the device holds
+        none. A tensor is matched by its memory (storage, offset, shape, strides,
+        dtype), so a `detach()`ed view in a `state_dict()` finds the state tensor it
+        views. An array is given only where it holds the tensor's dtype (an int64
+        tensor is computed as int32: None)."""
+        held = {_memory_of(t): key for key, t in self._tensors.items()}
+        out = []
+        for t in tensors:
+            key = held.get(_memory_of(t))
+            array = self._arrays.get(key) if key is not None else None
+            out.append(array if array is not None and array.dtype == host_dtype(t.dtype) else None)
+        return out
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        """The host tensors whose device copies this state holds, in upload order."""
+        return list(self._tensors.values())
 
     def forget(self, tensors: Sequence[torch.Tensor]) -> None:
         """Drop the device copies of `tensors`: the next step uploads their host values."""
@@ -94,3 +116,7 @@ class DeviceState:
         self.sync_to_host()
         self._arrays.clear()
         self._tensors.clear()
+
+
+def _memory_of(t: torch.Tensor) -> tuple:
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)

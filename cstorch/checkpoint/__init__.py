@@ -5,6 +5,8 @@
 - `to_torch(path, torch_path)`: `torch.save` of the loaded state, readable by
   `torch.load(..., weights_only=True)` when it holds only tensors and Python values.
 - `info(path)`: what a checkpoint holds.
+- `save_sharded(state_dict, orbax_dir)`: the orbax directory written from the device
+  arrays of a run whose state is split over its devices, no gather (`sharded.py`).
 - `python -m cstorch.checkpoint info|convert ...` on the command line.
 """
 from __future__ import annotations
@@ -20,8 +22,9 @@ from ..storage import load, state_from_layout
 from ..storage.h5 import H5Reader, write_h5
 from ..storage.layout import FORMAT_VERSION, LINK, NUMPY, OBJECT, Layout, PickledObject, layout_of, tensor_dtype
 from .orbax_format import read_orbax, write_orbax
+from .sharded import save_sharded
 
-__all__ = ["to_orbax", "from_orbax", "to_torch", "to_h5", "info", "read_layout", "EntryInfo"]
+__all__ = ["to_orbax", "from_orbax", "to_torch", "to_h5", "info", "read_layout", "EntryInfo", "save_sharded"]
 
 
 def read_layout(path) -> Layout:
