@@ -70,7 +70,8 @@ class DeviceState:
                 f"An XLA RNG state is uint32 key data of shape {list(want)}, got {state.dtype} of shape "
                 f"{list(state.shape)}; pass what cstorch.get_rng_state() returned on a CSX backend."
             )
-        (self.rng_key,) = self.placement.put_state([state.astype(np.uint32)])
+        # replicated whatever the placement's rule says of a (2,)-shaped state tensor
+        (self.rng_key,) = self.placement.put([state.astype(np.uint32)], [self.placement.state_sharding()])
 
     def sync_to_host(self, tensors: Optional[Sequence[torch.Tensor]] = None) -> None:
         """Copy every changed device value (or only those of `tensors`) into its torch

@@ -237,6 +237,8 @@ def check_orbax_written_from_shards():
         assert np.array_equal(np.asarray(a), flat_h5[k].numpy()), k
     emb = restored["model.tok.weight"]
     assert [s.data.shape for s in emb.addressable_shards] == [(128, D_MODEL)] * 2
+    # the RNG key (uint32[2]) is no state tensor: replicated, though 2 devices divide its length
+    assert cstorch_jax.DeviceState(0, two).rng_key.sharding.is_fully_replicated
 
 
 def _flat(state: dict, prefix: str = "") -> dict:
