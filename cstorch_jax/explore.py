@@ -27,7 +27,7 @@ from __future__ import annotations
 import collections
 import difflib
 import html
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -126,9 +126,6 @@ class StatePlacement:
                 return r[2]
         raise KeyError(f"the program takes no state tensor named {name!r}")
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, StatePlacement) and (self.rows, self.num_devices) == (other.rows, other.num_devices)
-
     def __str__(self) -> str:
         return (f"{len(self.rows)} state tensors on {self.num_devices} device(s): {self.split} split, "
                 f"{self.replicated} whole on each device")
@@ -167,7 +164,7 @@ class Memory(_Fields):
     generated_code_bytes: int
     state_bytes: int = 0  # the state inputs' slices one device holds
     num_devices: int = 1
-    state: StatePlacement | None = None
+    state: StatePlacement | None = field(default=None, compare=False)  # per tensor (the table)
 
     def _repr_html_(self) -> str:
         rows = [r for r in self._rows() if r[0] != "state"]

@@ -48,10 +48,6 @@ class Placement:
         default device."""
         raise NotImplementedError
 
-    def state_layout(self, shape: tuple) -> str:
-        """How a state tensor of `shape` is placed, in words (for reports)."""
-        return "replicated" if self.num_devices > 1 else "one device"
-
     def batch_shardings(self, shapes: Sequence[tuple], names: Sequence[str]) -> list:
         raise NotImplementedError
 
@@ -165,7 +161,8 @@ class DataParallel(Placement):
         every device of the mesh, one array at a time (so the extra device memory is
         one whole tensor), which is a collective: every process must ask for the same
         arrays in the same order."""
-        return super().to_host([a if a.is_fully_addressable else _gather(a, self.replicated) for a in arrays])
+        return super().to_host([a if a.is_fully_addressable or a.is_fully_replicated else _gather(a, self.replicated)
+                                for a in arrays])
 
     def __repr__(self) -> str:
         return f"DataParallel({self.num_devices})"
@@ -182,9 +179,6 @@ class FullyShardedDataParallel(DataParallel):
     def state_sharding(self, shape: tuple = ()) -> NamedSharding:
         spec = sharding.partition_spec(shape, self.num_devices, self.AXIS)
         return self.replicated if spec == PartitionSpec() else NamedSharding(self.mesh, spec)
-
-    def state_layout(self, shape: tuple) -> str:
-        return sharding.describe(shape, self.num_devices)
 
     def __repr__(self) -> str:
         return f"FullyShardedDataParallel({self.num_devices})"

@@ -21,6 +21,7 @@ from .capture import TensorSpec
 from .dtypes import host_dtype, to_torch
 from .errors import StaticGraphError
 from .executable import KEY_AVAL
+from .lazy_tensor import LazyTensor
 from .placement import SingleDevice
 
 
@@ -95,7 +96,7 @@ class DeviceState:
         held = {_memory_of(t): key for key, t in self._tensors.items()}
         out = []
         for t in tensors:
-            key = held.get(_memory_of(t))
+            key = None if isinstance(t, LazyTensor) else held.get(_memory_of(t))  # a lazy tensor has no memory
             array = self._arrays.get(key) if key is not None else None
             out.append(array if array is not None and array.dtype == host_dtype(t.dtype) else None)
         return out

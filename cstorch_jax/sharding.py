@@ -22,7 +22,6 @@ contiguous block of the row-major tensor, as FSDP's flat shards are. A 0-d tenso
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence
 
 from jax.sharding import PartitionSpec
@@ -44,19 +43,3 @@ def partition_spec(shape: Sequence[int], n: int, axis: str) -> PartitionSpec:
     if d is None:
         return PartitionSpec()
     return PartitionSpec(*([None] * d), axis)
-
-
-def shard_shape(shape: Sequence[int], n: int) -> tuple[int, ...]:
-    """The shape of one device's slice under the rule."""
-    d = shard_dim(shape, n)
-    return tuple(s // n if i == d else s for i, s in enumerate(shape))
-
-
-def describe(shape: Sequence[int], n: int) -> str:
-    """How the rule places a tensor, in words: "split dim 0 / 4" or "replicated"."""
-    d = shard_dim(shape, n)
-    return "replicated" if d is None else f"split dim {d} / {n}"
-
-
-def nbytes(shape: Sequence[int], itemsize: int) -> int:
-    return math.prod(shape) * itemsize

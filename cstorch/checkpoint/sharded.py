@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 
-import torch
 import torch.utils._pytree as pytree
 
 from ..storage.layout import TENSOR, flat_keys, layout_of
@@ -37,7 +36,7 @@ def save_sharded(state_dict, directory) -> None:
     layout = layout_of(state_dict)
     leaves, spec = pytree.tree_flatten(state_dict)
     by_key = dict(zip(flat_keys(spec), leaves))
-    tensors = [e for e in layout.entries if e.kind == TENSOR and isinstance(by_key[e.key], torch.Tensor)]
+    tensors = [e for e in layout.entries if e.kind == TENSOR]
     b = backend()
     arrays = (b.run.device_copies_for_writing([by_key[e.key] for e in tensors]) if b is not None and b.is_csx
               else [None] * len(tensors))
