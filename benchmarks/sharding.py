@@ -45,7 +45,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (the first compiles)")
     p.add_argument("--search-devices", type=int, default=4)
     p.add_argument("--budget-mib", type=float, default=256.0, help="per-device memory budget of the width search")
-    p.add_argument("--widths", default="256,512,768,1024,1280,1536",
+    p.add_argument("--widths", default="256,384,512,640,768,1024,1280",
                    help="d_model values the width search compiles, in increasing order")
     p.add_argument("--out", default=None, help="record the tables as a section of this markdown file")
     return p.parse_args(argv)
@@ -163,10 +163,11 @@ def width_search(wl, n: int, widths: list[int], budget: float) -> dict:
     return out
 
 
-def markdown(rows: list[Row], search, wl, a, seconds: float) -> str:
+def markdown(rows: list[Row], search, wl, a, seconds: float, load: tuple) -> str:
     lines = ["## Sharded state (`python -m benchmarks.sharding`)", "",
              f"Written on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC ({seconds:.0f} s). "
-             f"Machine: {machine()}. {versions()}.", "",
+             f"Machine: {machine()}; load average {load[0]:.1f} at the start, {load[1]:.1f} at the end. "
+             f"{versions()}.", "",
              f"**{wl.description}**, trained {a.warmup} warm-up + {a.steps} timed steps per run on N XLA host "
              f"devices, state replicated or split (`cstorch.backends.csx.cluster.shard_state = True`). Bytes are "
              f"per device, from XLA's memory analysis of the compiled step; peak = arguments + outputs - aliased "
@@ -197,7 +198,7 @@ def main(a) -> int:
     devices = [int(x) for x in (a.devices or ("1,2" if a.quick else "1,2,4,8")).split(",")]
     a.steps = a.steps if a.steps is not None else (2 if a.quick else 10)
     wl = gpt_workload(a.quick)
-    t0 = time.perf_counter()
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
     rows = []
     for n in devices:
         for mode in (["replicated"] if n == 1 else list(MODES)):  # one device: nothing to split
@@ -220,7 +221,8 @@ def main(a) -> int:
     for r in bad:
         print(f"LOSS MISMATCH: N={r.n} {r.mode} loss {r.loss} vs {ref} (one device)", flush=True)
     if a.out:
-        replace_section(Path(a.out), "sharding", markdown(rows, search, wl, a, time.perf_counter() - t0))
+        replace_section(Path(a.out), "sharding", markdown(rows, search, wl, a, time.perf_counter() - t0,
+                                                          (load0, os.getloadavg()[0])))
         print(f"wrote the sharding section of {a.out}")
     return 1 if bad else 0
 
