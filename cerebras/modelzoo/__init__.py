@@ -1,8 +1,10 @@
 """`cerebras.modelzoo`: the Model Zoo names scripts import, served by cstorch.
 
 `from cerebras.modelzoo import Trainer` and `cerebras.modelzoo.trainer[.callbacks ...]`
-resolve to `cstorch.trainer` (the same module objects). The models and data processors
-of the real Model Zoo are not included."""
+resolve to `cstorch.trainer` (the same module objects). The Model Zoo 2.x layer that
+model and data code imports is here: `config` (ModelConfig, DataConfig), `registry`,
+`common` (input_utils, pytorch_utils, run_utils, registry) and `cli` (`cszoo`). The
+models and data processors of the real Model Zoo are not included."""
 import importlib
 import importlib.abc
 import importlib.util

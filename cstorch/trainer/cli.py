@@ -1,4 +1,6 @@
-"""The `cstorch` console script (also `python -m cstorch.trainer`): run a trainer YAML.
+"""The `cstorch` and `cszoo` console scripts (also `python -m cstorch.trainer`): one
+program that runs a trainer YAML (Model Zoo 2.x's `cszoo fit|validate|validate_all`; the
+two names differ only in the name they print).
 
     cstorch fit params.yaml [flags]            train_and_eval (train when no val dataloader)
     cstorch validate params.yaml [flags]       eval
@@ -22,6 +24,12 @@ apply to every trainer of a `trainer:` list (`effective_params`):
                             .num_workers_per_csx / .compile_only / .validate_only; a
                             `device: CSX` becomes that backend block. An error when the
                             target device is CPU or GPU.
+    --mgmt_address A, --mgmt_namespace N, --credentials_path P, --job_labels K=V ..,
+    --job_priority p1|p2|p3, --mount_dirs D .., --python_paths D .., --disable_version_check
+                            cszoo's cluster flags: init.backend (backend_type CSX)
+                            .cluster_config.<the flag's name>, like --num_csx (the
+                            ClusterConfig fields; mgmt_address is the multi-host
+                            coordinator, the others are accepted and have no effect here)
     --logging LEVEL         init.logging.log_level (and this process's log level)
     --max_steps N           init.loop.max_steps = N; the YAML's num_steps, num_epochs and
                             steps_per_epoch are removed so the run ends at global step N
@@ -36,8 +44,8 @@ the default. XLA reads it when the first JAX backend starts, which is why the
 arguments are parsed and the YAML read before the trainer is built (importing jax is
 fine; `jax.devices()` is not).
 
-Configuration mistakes (`ConfigError`) print `cstorch: error: <message>` and exit with
-status 2, without a traceback.
+Configuration mistakes (`ConfigError`) print `cstorch: error: <message>` (`cszoo: error:`
+when run as cszoo) and exit with status 2, without a traceback.
 """
 from __future__ import annotations
 
@@ -53,8 +61,14 @@ from .build import run_trainer
 from .checks import device_name
 from .config import ConfigError, convert_legacy, is_legacy, load_params, mode_for, trainer_dicts
 
+#: cszoo's flags that set a `ClusterConfig` field of the same name (and, from the legacy runner's
+#: flags, num_csx): with CSX_FLAGS' num_workers_per_csx they go to init.backend.cluster_config
+CLUSTER_FLAGS = ("num_csx", "num_workers_per_csx", "mgmt_address", "mgmt_namespace", "credentials_path",
+                 "job_labels", "job_priority", "mount_dirs", "python_paths", "disable_version_check")
 #: the flags that set CSX-only settings (also those of the legacy runner, `runner.build_parser`)
-CSX_FLAGS = ("num_csx", "num_workers_per_csx", "compile_only", "validate_only")
+CSX_FLAGS = (*CLUSTER_FLAGS, "compile_only", "validate_only")
+#: the names the program answers to (`[project.scripts]`); errors print the one it runs as
+PROGRAMS = ("cstorch", "cszoo")
 #: the flags that override the YAML (the module doc's table)
 _OVERRIDE_FLAGS = ("model_dir", "checkpoint_path", "target_device", *CSX_FLAGS, "logging", "max_steps", "eval_steps")
 _HOST_DEVICE_FLAG = "--xla_force_host_platform_device_count"
@@ -72,7 +86,8 @@ def positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "cstorch") -> argparse.ArgumentParser:
+    """The parser of the program named `prog` (`PROGRAMS`; the name only changes what it prints)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("params", help="the trainer YAML (the `trainer:` format or the legacy runconfig format)")
     common.add_argument("--target_device", type=str.upper, choices=("CSX", "CPU", "GPU"),
@@ -82,6 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--checkpoint_path", help="checkpoint to load (default: the latest one in model_dir)")
     common.add_argument("--num_csx", type=positive_int, help="number of CSX systems (data-parallel devices)")
     common.add_argument("--num_workers_per_csx", type=positive_int, help="data workers per CSX")
+    cluster = common.add_argument_group("cluster settings (cszoo; ClusterConfig fields, no effect here except "
+                                        "mgmt_address, the multi-host coordinator)")
+    cluster.add_argument("--mgmt_address", help="<host>:<port> of the coordinator of a multi-host run")
+    cluster.add_argument("--mgmt_namespace", help=argparse.SUPPRESS)
+    cluster.add_argument("--credentials_path", help="cluster credentials (no effect here)")
+    cluster.add_argument("--job_labels", nargs="+", metavar="KEY=VALUE", help="job labels (no effect here)")
+    cluster.add_argument("--job_priority", choices=("p1", "p2", "p3"), help="job priority (no effect here)")
+    cluster.add_argument("--mount_dirs", nargs="+", metavar="DIR", help="folders to mount (no effect here)")
+    cluster.add_argument("--python_paths", nargs="+", metavar="DIR", help="worker PYTHONPATH (no effect here)")
+    cluster.add_argument("--disable_version_check", action="store_true", default=None,
+                         help="skip the cluster's version check (no effect here)")
     only = common.add_mutually_exclusive_group()
     only.add_argument("--compile_only", action="store_true", default=None, help="compile, do not run")
     only.add_argument("--validate_only", action="store_true", default=None,
@@ -91,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--eval_steps", type=positive_int, help="batches per validation (quick runs)")
 
     parser = argparse.ArgumentParser(
-        prog="cstorch", description="Run a cstorch trainer YAML (the Model Zoo `trainer:` format).",
+        prog=prog, description="Run a cstorch trainer YAML (the Model Zoo `trainer:` format).",
         epilog="Command-line values override the YAML; see `python -m pydoc cstorch.trainer.cli`.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{fit,validate,validate_all}")
     sub.add_parser("fit", parents=[common], help="train, validating when the YAML has a val dataloader")
@@ -167,7 +193,7 @@ def _apply_device(init: dict, args, path: str) -> None:
     init.pop("device", None)
     backend = _section(init, "backend", path)
     backend.setdefault("backend_type", "CSX")
-    for key in ("num_csx", "num_workers_per_csx"):
+    for key in CLUSTER_FLAGS:
         if key in flags:
             _section(backend, "cluster_config", f"{path}.backend")[key] = flags[key]
     set_compile_mode(backend, flags)
@@ -229,9 +255,17 @@ def ensure_host_device_count(n: int, environ=None) -> Optional[str]:
     return flags
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of `cstorch` / `python -m cstorch.trainer`; returns the exit status."""
-    args = build_parser().parse_args(argv)
+def program_name(argv0: Optional[str] = None) -> str:
+    """The name the program runs as: `cszoo` when started as cszoo, else `cstorch`."""
+    name = os.path.basename(sys.argv[0] if argv0 is None else argv0)
+    return name if name in PROGRAMS else "cstorch"
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> int:
+    """Entry point of `cstorch` / `cszoo` / `python -m cstorch.trainer`; returns the exit
+    status. `prog`: the name to print (default: the one the process runs as)."""
+    prog = prog or program_name()
+    args = build_parser(prog).parse_args(argv)
     if not logging.getLogger().handlers:  # other libraries (jax, ...) log warnings and up
         logging.basicConfig(level="WARNING", format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("cstorch").setLevel(args.logging or "INFO")
@@ -242,10 +276,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # builds the backend: only after XLA_FLAGS is final
         run_trainer(mode, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
     except ConfigError as e:
-        print(f"cstorch: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     return 0
 
 
-__all__ = ["main", "build_parser", "effective_params", "run_mode", "num_csx", "ensure_host_device_count",
-           "CSX_FLAGS", "csx_flags", "check_csx_target", "set_max_steps", "set_compile_mode"]
+__all__ = ["main", "program_name", "PROGRAMS", "CLUSTER_FLAGS", "build_parser", "effective_params", "run_mode",
+           "num_csx", "ensure_host_device_count", "CSX_FLAGS", "csx_flags", "check_csx_target", "set_max_steps",
+           "set_compile_mode"]

@@ -1,9 +1,13 @@
 """Loggers: where the trainer's logged metrics go.
 
-A `Logger` is a callback with `log_metrics(metrics, step)`, called with plain floats on
-every log step (train metrics: `loss`, `lr`, `loss_scale` with dynamic loss scaling,
-`throughput` in samples/s) and after every validation (`eval/loss` and the model's
-metrics). The default loggers are `ProgressLogger`, `TensorBoardLogger` and `CSVLogger`.
+A `Logger` is a callback with `log_metrics(metrics, step)`, called on every log step
+(train metrics: `loss`, `lr`, `loss_scale` with dynamic loss scaling, `throughput` in
+samples/s), after every validation (`eval/loss` and the model's metrics) and whenever a
+callback calls `trainer.log_metrics(...)`. Scalars arrive as plain floats (`as_scalar`);
+other values arrive as they were logged: `TensorBoardLogger` writes a `str` and a
+`pandas.DataFrame` (as a Markdown table) as text and a tensor with dimensions as a tensor
+summary, and warns about anything else; `CSVLogger` and `ProgressLogger` keep scalars only.
+The default loggers are `ProgressLogger`, `TensorBoardLogger` and `CSVLogger`.
 """
 from __future__ import annotations
 
@@ -13,6 +17,13 @@ import warnings
 from typing import Optional
 
 from .callbacks.base import Callback
+
+
+def as_scalar(value):
+    """`float(value)` for a Python number or a 0-d tensor/array; any other value unchanged."""
+    if isinstance(value, (int, float)) or (hasattr(value, "dtype") and getattr(value, "ndim", None) == 0):
+        return float(value)
+    return value
 
 
 class Logger(Callback):
@@ -33,15 +44,27 @@ class TensorBoardLogger(Logger):
         self.summary_dir = summary_dir
         self.writer = None
 
-    def setup(self, trainer):
+    def pre_setup(self, trainer):  # open before any callback's setup may log
         from cstorch.utils.tensorboard import SummaryWriter
 
         self.summary_dir = os.path.abspath(self.summary_dir or trainer.summary_dir)
         self.writer = SummaryWriter(log_dir=self.summary_dir)
 
     def log_metrics(self, metrics: dict, step: int) -> None:
+        import torch
+
         for name, value in metrics.items():
-            self.writer.add_scalar(name, value, step)
+            if isinstance(value, float):
+                self.writer.add_scalar(name, value, step)
+            elif isinstance(value, str):
+                self.writer.add_text(name, value, step)
+            elif isinstance(value, torch.Tensor):
+                self.writer.add_tensor(name, value, step)
+            elif type(value).__name__ == "DataFrame" and hasattr(value, "to_markdown"):
+                self.writer.add_text(name, value.to_markdown(tablefmt="github"), step)
+            else:
+                warnings.warn(f"TensorBoardLogger cannot log {name!r}, a {type(value).__name__}: log numbers, "
+                              f"strings, tensors or pandas DataFrames")
 
     def flush(self) -> None:
         if self.writer is not None:
@@ -60,7 +83,8 @@ class TensorBoardLogger(Logger):
 
 
 class CSVLogger(Logger):
-    """One row `step,name,value` per logged scalar, appended to `path` (default
+    """One row `step,name,value` per logged scalar (other values are left to the
+    TensorBoardLogger), appended to `path` (default
     `<summary_dir>/metrics.csv`), flushed at every log step so a killed run keeps its
     rows."""
 
@@ -69,7 +93,7 @@ class CSVLogger(Logger):
         self._file = None
         self._writer = None
 
-    def setup(self, trainer):
+    def pre_setup(self, trainer):  # open before any callback's setup may log
         self.path = os.path.abspath(self.path or os.path.join(trainer.summary_dir, "metrics.csv"))
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         fresh = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
@@ -80,7 +104,8 @@ class CSVLogger(Logger):
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         for name, value in metrics.items():
-            self._writer.writerow([step, name, repr(float(value))])
+            if isinstance(value, float):
+                self._writer.writerow([step, name, repr(value)])
         self._file.flush()
 
     def finalize(self):

@@ -21,6 +21,23 @@
    file of the Python installation (the standard library, site-packages) is refused
    without loading it: name installed code by its dotted path.
 
+5. for models and data processors, a plain name (no dot, no colon) that a Python file
+   next to the YAML declares (`declared_in_folder`): the files of `base_dir` (and of its
+   parent when `base_dir` is a folder named `configs`, the Model Zoo layout
+   `<model>/configs/params.yaml` beside `<model>/model.py`) are *read*, not run
+   (`ast`); a file declares a model name in a config class's
+   `name: Literal["<name>", ...]` or a `register_model("<name>")` call, a data
+   processor name as a top-level class `<name>`, a config's
+   `data_processor: Literal["<name>", ...]` or a `register_data_processor("<name>")` /
+   `register_datasetprocessor("<name>")` call. Only the declaring files are imported
+   (as `path/to/file.py:Class` would), then the name stands for: what the import
+   registered under it; else, for a model, the class of those files whose constructor
+   takes a config (`config_classes.config_class`) whose `name` accepts it, the one whose
+   config class derives from every other candidate's (an MLP's config and the config of
+   the model wrapping it: the wrapper); for a data processor, the class `<name>`, else
+   the class whose config's `data_processor` accepts it. Two unrelated candidates are
+   an error that names them (name one as path/to/file.py:Class).
+
 An unknown name is a ValueError that names the kind, the name, what was tried and the
 closest registered names.
 
@@ -33,6 +50,7 @@ so that a name is checked before anything it names is called or instantiated.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
@@ -47,6 +65,7 @@ import torch
 from . import callbacks, loggers
 from .callbacks.base import Callback
 from .checks import suggest
+from .config_classes import config_class, literal_values
 from .loggers import Logger
 
 
@@ -115,6 +134,12 @@ def registered(kind: str) -> dict[str, object]:
     return dict(_REGISTRY[kind])
 
 
+def unregister(kind: str, name: str):
+    """Remove `name` from the names of `kind`; returns what was registered (or None)."""
+    _check_kind(kind)
+    return _REGISTRY[kind].pop(name, None)
+
+
 def _qualname(obj) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
@@ -148,6 +173,12 @@ def resolve(kind: str, name: str, base_dir: Optional[str] = None):
         return _from_module(kind, name, module_name, attr)
     tried.append("a dotted import path (package.module.Class or package.module:Class)")
     tried.append("a file and class (path/to/file.py:Class)")
+    if kind in _DECLARATIONS and base_dir is not None and "/" not in name and os.sep not in name:
+        folders = scan_folders(base_dir)
+        tried.append(f"classes declared in the Python files of {' and '.join(map(repr, folders))}")
+        found = _from_folder(kind, name, folders)
+        if found is not None:
+            return found
 
     hint = suggest(name, list(_REGISTRY[kind]) + builtin_names)
     if kind in _BUILTIN_MODULES:
@@ -271,5 +302,113 @@ def _from_file(kind: str, name: str, file_part: str, attr: str, base_dir: Option
     return _get_attr(kind, name, load_file(path), attr, f"file {path!r}")
 
 
-__all__ = ["KINDS", "KIND_CLASSES", "register", "register_model", "register_data_processor", "registered", "resolve",
-           "check_kind", "load_file", "module_name_for"]
+# ======================================================================================
+# names declared by the Python files next to the YAML (rule 5 of the module doc)
+# ======================================================================================
+#: what declares a name of each kind: (call names whose first argument registers it,
+#: the config field whose Literal lists it, whether a top-level class of that name does)
+_DECLARATIONS = {
+    "model": (("register_model",), "name", False),
+    "data_processor": (("register_data_processor", "register_datasetprocessor"), "data_processor", True),
+}
+
+
+def scan_folders(base_dir: str) -> list[str]:
+    """The folders whose Python files may declare a YAML's names: `base_dir`, and its
+    parent when `base_dir` is named `configs`."""
+    base = os.path.abspath(base_dir)
+    return [base, os.path.dirname(base)] if os.path.basename(base) == "configs" else [base]
+
+
+def _strings(node) -> list[str]:
+    """The string constants of `node`: "x", ["x", "y"], ("x", "y")."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def _declares(tree: ast.Module, kind: str, name: str) -> bool:
+    """Whether the parsed file declares `name` for `kind` (module doc, rule 5)."""
+    calls, field, by_class_name = _DECLARATIONS[kind]
+    if by_class_name and any(isinstance(n, ast.ClassDef) and n.name == name for n in tree.body):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called in calls and name in _strings(node.args[0]):
+                return True
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                        and stmt.target.id == field and isinstance(stmt.annotation, ast.Subscript)
+                        and name in _strings(stmt.annotation.slice)):
+                    return True
+    return False
+
+
+def declared_in_folder(kind: str, name: str, folders) -> list[str]:
+    """The Python files of `folders` (not their subfolders, nor a folder of the Python
+    installation) that declare `name` for `kind`, found by reading them (nothing is
+    imported or run)."""
+    files, installation = [], _installation_dirs()
+    for folder in folders:
+        real = os.path.realpath(folder)
+        if not os.path.isdir(folder) or any(os.path.commonpath([real, d]) == d for d in installation):
+            continue  # a folder of the Python installation is not the user's: never imported from here
+        for entry in sorted(os.listdir(folder)):
+            path = os.path.join(folder, entry)
+            if not entry.endswith(".py") or not os.path.isfile(path):
+                continue
+            try:
+                with open(path, encoding="utf-8") as f:
+                    tree = ast.parse(f.read(), filename=path)
+            except (SyntaxError, UnicodeDecodeError, OSError):
+                continue  # not a file that can declare anything; naming it by path reports why
+            if _declares(tree, kind, name):
+                files.append(path)
+    return files
+
+
+def _config_accepts(cls, field: str, name: str) -> Optional[type]:
+    config = config_class(cls)
+    if config is not None and name in (literal_values(config, field) or ()):
+        return config
+    return None
+
+
+def _from_folder(kind: str, name: str, folders):
+    """What `name` stands for among the classes of the files of `folders` that declare
+    it (None when no file does)."""
+    files = declared_in_folder(kind, name, folders)
+    if not files:
+        return None
+    modules = [load_file(path) for path in files]
+    if name in _REGISTRY[kind]:
+        return _REGISTRY[kind][name]
+    _, field, by_class_name = _DECLARATIONS[kind]
+    classes = [obj for module in modules for obj in vars(module).values()
+               if isinstance(obj, type) and obj.__module__ == module.__name__]
+    if by_class_name:
+        named = [c for c in classes if c.__name__ == name]
+        if named:
+            return named[0]
+    candidates = {c: cfg for c in classes if (cfg := _config_accepts(c, field, name)) is not None}
+    # the class whose config derives from every other candidate's config
+    best = [c for c, cfg in candidates.items() if all(issubclass(cfg, other) for other in candidates.values())]
+    if len(best) == 1:
+        return best[0]
+    label = kind.replace("_", " ")
+    if not candidates:
+        raise ValueError(f"{label} {name!r}: {', '.join(files)} declare(s) it, but no class there takes a config "
+                         f"whose `{field}` accepts {name!r} (and none registered it). Name the class as "
+                         f"path/to/file.py:Class.")
+    names = ", ".join(f"{c.__module__}.{c.__qualname__}" for c in candidates)
+    raise ValueError(f"{label} {name!r} is ambiguous: several classes of {', '.join(files)} take a config that "
+                     f"accepts it ({names}). Name the one to use as path/to/file.py:Class.")
+
+
+__all__ = ["KINDS", "KIND_CLASSES", "register", "register_model", "register_data_processor", "registered", "unregister",
+           "resolve", "check_kind", "load_file", "module_name_for", "scan_folders", "declared_in_folder"]

@@ -80,6 +80,10 @@ captured, and what they do to the data and the state is compiled into the step (
 Python side effect, a print or a counter, happens once). On CPU/GPU they run every step.
 The other hooks run on the host every step/epoch on every device.
 
+The Model Zoo 1.8 classes built on this one (`PyTorchRunner`, `PyTorchCSCompiler`,
+`PyTorchCSRunner`, and the `PyTorchBaseModel` a runner may be given) live in
+`cstorch.legacy18.runners`; `PyTorchBaseRunner.create` is their factory.
+
 Params. `params` is the legacy flat dict (`train_input`, `eval_input`, `model`,
 `optimizer`, `runconfig`, `sparsity`) or a `trainer:` dict; the legacy format is
 converted by `cstorch.trainer.legacy.convert_legacy` (runconfig.max_steps ->
@@ -98,8 +102,9 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import inspect
 import os
-from typing import Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 import torch
 
@@ -115,6 +120,9 @@ from .config import MODES, RUN_MODES, ConfigError
 from .legacy import convert_legacy, is_legacy
 from .specs import InitSpec
 from .trainer import Trainer
+
+if TYPE_CHECKING:
+    from cstorch.legacy18.runners import PyTorchBaseModel
 
 
 class _StandInModel(torch.nn.Module):
@@ -243,6 +251,12 @@ class _RunnerHooks(Callback):
         self.runner.on_checkpoint_saved(ckpt_path, self.saved_step)
 
 
+def _is_base_model(value) -> bool:
+    from cstorch.legacy18.runners import PyTorchBaseModel
+
+    return isinstance(value, PyTorchBaseModel)
+
+
 def _as_loader(value, what: str) -> cstorch.utils.data.DataLoader:
     """A cstorch DataLoader as is; a torch DataLoader or another re-iterable of batches wrapped."""
     if isinstance(value, cstorch.utils.data.DataLoader):
@@ -290,8 +304,13 @@ class PyTorchBaseRunner:
     `base_dir`: the folder relative `path/to/file.py:Class` names in `params` are taken
     from (the params file's folder; None: the working directory)."""
 
-    def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module]], params: dict, *,
-                 callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
+    def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module], "PyTorchBaseModel"], params: dict,
+                 *, callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
+        if callable(model) and not isinstance(model, torch.nn.Module) and not _is_base_model(model):
+            factory = model
+            model = lambda: self._adopt(factory())  # noqa: E731  (built by the Trainer)
+        else:
+            model = self._adopt(model)
         self.params = params
         self._spec, init = _trainer_spec(params, base_dir)
         lengths = init.loop.kwargs if init.loop is not None else {}
@@ -305,9 +324,30 @@ class PyTorchBaseRunner:
         self._ran = False
         self.trainer = _RunnerTrainer(self, model=model, loggers=loggers, **kwargs)
 
+    def _adopt(self, model):
+        """The torch module to run: a 1.8 PyTorchBaseModel's module (the model gets this
+        runner, whose optimizer and schedulers it reports), or `model` itself."""
+        if _is_base_model(model):
+            model.runner = self
+            return model.model
+        return model
+
     @classmethod
     def create(cls, model_fn: Callable[[dict], torch.nn.Module], params: dict, **kwargs) -> "PyTorchBaseRunner":
-        """The runner for the model `model_fn(params)` (built once the backend exists)."""
+        """On PyTorchBaseRunner itself, the 1.8 factory: the PyTorchRunner (CPU/GPU),
+        PyTorchCSCompiler (CSX, compile/validate only) or PyTorchCSRunner (CSX) that
+        `params["runconfig"]` asks for, on the PyTorchBaseModel of `model_fn(params)`
+        (`cstorch.legacy18.runners`). On a subclass: that runner, for the model
+        `model_fn(params)`."""
+        if cls is PyTorchBaseRunner:
+            from cstorch.legacy18.runners import create_runner
+
+            return create_runner(model_fn, params, **kwargs)
+        return cls._create(model_fn, params, **kwargs)
+
+    @classmethod
+    def _create(cls, model_fn: Callable[[dict], torch.nn.Module], params: dict, **kwargs) -> "PyTorchBaseRunner":
+        """`cls` for the model `model_fn(params)` (built once the backend exists)."""
         return cls(functools.partial(model_fn, params), params, **kwargs)
 
     # -- what the runner runs on ---------------------------------------------------------
@@ -472,9 +512,10 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
     (in place, or by returning the new dict), writes the flags into `runconfig`, builds
     `runner_cls.create(model_fn, params, base_dir=<the params file's folder>)` (so relative
     `file.py:Class` names resolve from there; a `runner_cls` that overrides `__init__`
-    passes `base_dir` on) and runs the mode (`config.RUN_MODES[mode].runner`) with
-    `train_data_fn(params)` / `eval_data_fn(params)` (cstorch or torch DataLoaders, or
-    iterables of batches).
+    passes `base_dir` on; a `create` without a `base_dir` argument, such as a 1.8-style
+    `create(model_fn, params)` assigned to PyTorchBaseRunner.create, gets none) and runs
+    the mode (`config.RUN_MODES[mode].runner`) with `train_data_fn(params)` /
+    `eval_data_fn(params)` (cstorch or torch DataLoaders, or iterables of batches).
     Returns the runner. A configuration mistake (a ConfigError, also one the mode raises
     when it starts) exits with status 2 and its message."""
     parser = build_parser()
@@ -498,11 +539,19 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
         if missing:
             raise ConfigError(f"mode {mode} needs {' and '.join(missing)}; pass it to run().")
         ensure_host_device_count(int(params["runconfig"].get("num_csx") or 1))
-        runner = runner_cls.create(model_fn, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
+        create = runner_cls.create
+        base_dir = {"base_dir": os.path.dirname(os.path.abspath(args.params))} if _takes(create, "base_dir") else {}
+        runner = create(model_fn, params, **base_dir)
         getattr(runner, run_mode.runner)(*(fn(params) for _, fn in fns))
     except ConfigError as e:
         parser.error(str(e))
     return runner
+
+
+def _takes(fn: Callable, name: str) -> bool:
+    """Whether `fn` accepts the keyword argument `name`."""
+    params = inspect.signature(fn).parameters.values()
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 __all__ = ["PyTorchBaseRunner", "run", "build_parser", "MODES"]

@@ -71,7 +71,7 @@ from .callbacks.checkpoint import Checkpoint
 from .callbacks.logs import Logging
 from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
-from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger
+from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger, as_scalar
 from .step_data import as_outputs, batch_size_of, loss_of, micro_batch_count, micro_batches
 from .stream import TrainStream
 
@@ -332,11 +332,13 @@ class Trainer:
             self.log_metrics_dict(metrics, step=self.global_step)
 
     def log_metrics_dict(self, metrics: dict, step: Optional[int] = None, dest: Optional[list] = None) -> None:
-        """Send `metrics` (values convertible to float) at `step` to the Logging callback and
-        the loggers (only the loggers in `dest`, when given)."""
+        """Send `metrics` at `step` to the Logging callback and the loggers (only the loggers
+        in `dest`, when given). Scalars (numbers, 0-d tensors and arrays) become floats;
+        other values (a `str`, a `pandas.DataFrame`, a tensor with dimensions) go to the
+        loggers as they are, each logger writing the kinds it can."""
         step = self.global_step if step is None else step
-        values = {k: float(v) for k, v in metrics.items()}
-        self.last_metrics.update(values)
+        values = {k: as_scalar(v) for k, v in metrics.items()}
+        self.last_metrics.update({k: v for k, v in values.items() if isinstance(v, float)})
         for target in [self.logging, *self.loggers]:
             if dest is None or target in dest or target is self.logging:
                 target.log_metrics(values, step)

@@ -48,8 +48,8 @@ class Logging(CoreCallback):
         return (global_step - start) % self.log_steps == 0 or global_step == end
 
     def log_metrics(self, metrics: dict, step: int) -> None:
-        if metrics and log.isEnabledFor(logging.INFO):
-            shown = ", ".join(f"{k}={_format(v)}" for k, v in metrics.items())
+        shown = ", ".join(f"{k}={_format(v)}" for k, v in metrics.items() if isinstance(v, float))
+        if shown and log.isEnabledFor(logging.INFO):
             log.info("| step %d | %s", step, shown)
 
 

@@ -38,14 +38,17 @@ class At:
     base_dir: Optional[str] = None
     #: the key path of the section that holds this value (some errors point next to it)
     parent: str = ""
+    #: what config classes validated below this value see as `post_init`'s context
+    #: (`{"model": <the model's arguments>}` for the dataloader sections; None: {})
+    context: Optional[dict] = None
 
     def child(self, key: str) -> "At":
         """The value of `key` in this mapping (None when absent)."""
-        return At(f"{self.path}.{key}", self.value.get(key), self.base_dir, self.path)
+        return At(f"{self.path}.{key}", self.value.get(key), self.base_dir, self.path, self.context)
 
     def item(self, index: int, value) -> "At":
         """Item `index` (`value`) of the list at this path."""
-        return At(f"{self.path}[{index}]", value, self.base_dir, self.parent)
+        return At(f"{self.path}[{index}]", value, self.base_dir, self.parent, self.context)
 
 
 def unwrap(error: ValidationError) -> BaseException:

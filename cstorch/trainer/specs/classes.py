@@ -15,10 +15,15 @@ subclass) before anything else happens; the arguments are then checked against t
 class's signature (unknown keys name the closest valid one, missing required ones are
 listed). Nothing is called or instantiated while parsing; `build()` does that later.
 
-Where a typed argument schema comes in (Model Zoo's `ModelConfig` / `DataConfig`
-pydantic classes): `ClassSpec.check_arguments` is the one place the arguments of a
-named class are checked, so a class that declares such a schema can have its `kwargs`
-validated by it there instead of by its signature.
+A model or data processor whose constructor takes one config object (Model Zoo 2.x:
+`def __init__(self, config: MNISTModelConfig)`, a `ModelConfig` / `DataConfig` pydantic
+class; `config_classes.config_class`) has its section validated into that class instead
+(`ClassSpec.arguments`): unknown keys, types, the config's validators and `post_init`,
+each error naming its key path; the section's name goes in as the config's `name` /
+`data_processor` when the config's `Literal` accepts it. The spec keeps the validated
+config, and `build()` / `factory()` call `cls(<a deep copy of it>)`. A data processor's
+config sees `{"model": <the model's arguments>}` as `post_init`'s context (the model's
+config under `"config"` when the model takes one).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import cstorch
 from .. import registry
 from ..callbacks import Checkpoint, CoreCallback, Logger, Logging, MixedPrecision, TrainingLoop, ValidationLoop
 from ..checks import ConfigError, check_dict, check_kwargs, is_int, try_build
+from ..config_classes import config_class, config_section, validate_config
 from .base import At, Spec
 
 #: the init section that configures each core callback (the error for one given as a user callback)
@@ -64,6 +70,9 @@ class ClassSpec(Spec):
     cls: Callable[..., Any]
     #: keyword arguments, checked against `cls` (`check_arguments`)
     kwargs: dict[str, Any] = {}
+    #: the validated config object `cls` is built with, when its constructor takes one
+    #: (module doc; None: `cls(**kwargs)`)
+    config: Optional[Any] = None
 
     #: the registry kind of the names this spec reads (`registry.KINDS`)
     kind: ClassVar[str] = ""
@@ -83,17 +92,42 @@ class ClassSpec(Spec):
 
     @classmethod
     def check_arguments(cls, target, kwargs: dict, where: str) -> None:
-        """The one check of the arguments of a named class: its signature takes them."""
+        """The check of the arguments of a named class that takes keyword arguments: its
+        signature takes them."""
         check_kwargs(target, kwargs, where)
 
+    @classmethod
+    def arguments(cls, name: str, key: str, target, kwargs: dict, at: At) -> dict:
+        """The spec fields `name`, `cls`, `kwargs` and, when `target` takes a config,
+        `config` (the section validated into it; `key`: the YAML key holding the name),
+        else the signature check of `check_arguments`."""
+        taken = config_class(target)
+        if taken is None:
+            cls.check_arguments(target, kwargs, at.path)
+            return {"name": name, "cls": target, "kwargs": kwargs}
+        config = validate_config(taken, config_section(taken, key, str(name), kwargs), at.path, at.context)
+        return {"name": name, "cls": target, "kwargs": kwargs, "config": config}
+
+    def arguments_for_context(self) -> dict:
+        """The arguments the class is built with, as later configs' `post_init` context
+        sees them: `{"config": <config>}`, or the keyword arguments."""
+        return {"config": self.config} if self.config is not None else dict(self.kwargs)
+
     def build(self):
-        """`cls(**kwargs)` (a deep copy of them), a ConfigError naming the key path when
-        it refuses them."""
-        return try_build(self.cls, copy.deepcopy(self.kwargs), self.path)
+        """`cls(config)` or `cls(**kwargs)` (a deep copy of them), a ConfigError naming
+        the key path when it refuses them."""
+        return _build(self.cls, self.kwargs, self.config, self.path)
 
 
-def _call_with_copy(fn, kwargs):
-    return fn(**copy.deepcopy(kwargs))
+def _build(cls, kwargs: dict, config, path: str):
+    """`cls(deepcopy(config))` when there is a config, else `cls(**deepcopy(kwargs))`;
+    a TypeError / ValueError of the constructor is a ConfigError naming `path`."""
+    if config is None:
+        return try_build(cls, copy.deepcopy(kwargs), path)
+    try:
+        return cls(copy.deepcopy(config))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 class ModelSpec(ClassSpec):
@@ -104,13 +138,12 @@ class ModelSpec(ClassSpec):
     @classmethod
     def from_yaml(cls, at: At) -> dict:
         name, target, kwargs = cls.named_by(at, "name", "name the model")
-        cls.check_arguments(target, kwargs, at.path)
-        return {"name": name, "cls": target, "kwargs": kwargs}
+        return cls.arguments(name, "name", target, kwargs, at)
 
     def factory(self) -> Callable[[], Any]:
         """A zero-argument factory of the model: each call builds `cls` with a fresh copy
-        of the arguments (the Trainer calls it once its backend exists)."""
-        return functools.partial(_call_with_copy, self.cls, self.kwargs)
+        of the arguments or config (the Trainer calls it once its backend exists)."""
+        return functools.partial(_build, self.cls, self.kwargs, self.config, self.path)
 
 
 class DataLoaderSpec(ClassSpec):
@@ -127,18 +160,26 @@ class DataLoaderSpec(ClassSpec):
         name, target, kwargs = cls.named_by(at, "data_processor", "name the data processor class")
         if "batch_size" in kwargs and (not is_int(kwargs["batch_size"]) or kwargs["batch_size"] <= 0):
             raise ConfigError(f"{at.path}.batch_size must be a positive integer, got {kwargs['batch_size']!r}.")
-        cls.check_arguments(target, kwargs, at.path)
-        return {"name": name, "cls": target, "kwargs": kwargs, "batch_size": kwargs.get("batch_size")}
+        return {**cls.arguments(name, "data_processor", target, kwargs, at), "batch_size": kwargs.get("batch_size")}
 
     def build(self) -> cstorch.utils.data.DataLoader:
-        """The processor, built, as a `cstorch.utils.data.DataLoader`."""
-        processor = super().build()
-        if callable(getattr(processor, "create_dataloader", None)):
-            return cstorch.utils.data.DataLoader(processor.create_dataloader)
-        if hasattr(processor, "__iter__"):
-            return cstorch.utils.data.DataLoader(lambda: processor)
-        raise ConfigError(f"{self.path}: data processor {self.name!r} ({type(processor).__name__}) has no "
-                          f"create_dataloader() and is not iterable; give it one of the two.")
+        """A `cstorch.utils.data.DataLoader` whose input function builds the processor
+        and returns its `create_dataloader()` (or the processor itself, when iterable).
+        So, as in the Model Zoo, the processor is made when the run first iterates the
+        loader, once per data worker: after the Trainer set up the backend and the
+        precision (`cstorch.use_cs()`, `cstorch.amp.get_floating_point_dtype()` answer
+        for the run) and inside the worker (`cstorch.distributed.is_streamer()`)."""
+        return cstorch.utils.data.DataLoader(functools.partial(_processor_loader, self))
+
+
+def _processor_loader(spec: DataLoaderSpec):
+    processor = ClassSpec.build(spec)
+    if callable(getattr(processor, "create_dataloader", None)):
+        return processor.create_dataloader()
+    if hasattr(processor, "__iter__"):
+        return processor
+    raise ConfigError(f"{spec.path}: data processor {spec.name!r} ({type(processor).__name__}) has no "
+                      f"create_dataloader() and is not iterable; give it one of the two.")
 
 
 def _named_item(at: At) -> tuple[str, dict, str]:

@@ -160,7 +160,7 @@ class _SectionSpec(Spec):
     def from_yaml(cls, at: At) -> dict:
         section = check_dict(at.value, at.path)
         check_keys(section, cls.yaml_keys(), at.path)
-        return cls._read(At(at.path, section, at.base_dir, at.parent))
+        return cls._read(At(at.path, section, at.base_dir, at.parent, at.context))
 
     @classmethod
     def _read(cls, at: At) -> dict:
@@ -236,6 +236,8 @@ class TrainerSpec(Spec):
                               f"model_dir...).")
         at = At(path, spec, at.base_dir, at.parent)
         init = InitSpec.sub(at.child("init"))
+        # the dataloaders' config classes see the model's arguments in post_init's context
+        at = At(path, spec, at.base_dir, at.parent, {"model": init.model.arguments_for_context()})
         sections = {"fit": FitSpec.sub(at.child("fit")), "validate": ValidateSpec.sub(at.child("validate")),
                     "validate_all": ValidateAllSpec.sub(at.child("validate_all"))}
         train = sections["fit"].train_dataloader

@@ -1,0 +1,1 @@
+"""`cerebras.modelzoo.cli`: the `cszoo` command (`python -m cerebras.modelzoo.cli.main`)."""

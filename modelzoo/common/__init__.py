@@ -1,0 +1,1 @@
+"""`modelzoo.common` of Model Zoo 1.8: see `modelzoo.common.pytorch`."""
