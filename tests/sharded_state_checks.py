@@ -11,7 +11,6 @@ The model is the GPT of examples/gpt.py, tiny (1 block, d 32), trained with Adam
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -50,30 +49,38 @@ def batches(n: int = STEPS, seed: int = 0) -> list:
     return out
 
 
+def gpt_step(num_csx: int, shard: bool):
+    """A fresh CSX backend on num_csx devices (state split when `shard`), the tiny GPT,
+    its AdamW and the traced training step."""
+    _reset_backend()
+    cstorch.backends.csx.cluster.shard_state = shard
+    backend = cstorch.backend("CSX", cluster_config=cstorch.distributed.ClusterConfig(num_csx=num_csx))
+    torch.manual_seed(0)
+    model = GPT.ByteGPT(SEQ, D_MODEL, HEADS, LAYERS)
+    compiled = cstorch.compile(model, backend)
+    opt = cstorch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+
+    @cstorch.trace
+    def step(x, y):
+        loss = compiled(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    return backend, model, opt, step
+
+
 class Run:
     """One CSX run of the tiny GPT: per-step losses, the final state (model and AdamW,
     cloned), the traced step, and what the run saw on its devices."""
 
     def __init__(self, num_csx: int, shard: bool, data: list, resume_from=None, save_to=None):
-        _reset_backend()
-        cstorch.backends.csx.cluster.shard_state = shard
-        backend = cstorch.backend("CSX", cluster_config=cstorch.distributed.ClusterConfig(num_csx=num_csx))
-        torch.manual_seed(0)
-        model = GPT.ByteGPT(SEQ, D_MODEL, HEADS, LAYERS)
-        compiled = cstorch.compile(model, backend)
-        opt = cstorch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        backend, model, opt, step = gpt_step(num_csx, shard)
         if resume_from is not None:
             saved = cstorch.load(str(resume_from))
             model.load_state_dict(saved["model"])
             opt.load_state_dict(saved["optimizer"])
-
-        @cstorch.trace
-        def step(x, y):
-            loss = compiled(x, y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            return loss
 
         self.losses: list[float] = []
 
@@ -97,7 +104,6 @@ class Run:
                       **{f"optimizer.{i}.{k}": v.clone() for i, s in enumerate(opt.state.values())
                          for k, v in s.items()}}
         self.step = step
-        self.backend = backend
 
 
 def close(a, b, what: str, tol: float = TOL) -> None:
@@ -118,23 +124,7 @@ def identical(a: dict, b: dict, what: str) -> None:
 
 def replicated_report(num_csx: int, data: list):
     """The StepReport of the same step compiled (not run) with replicated state."""
-    _reset_backend()
-    cstorch.backends.csx.cluster.shard_state = False
-    backend = cstorch.backend("CSX", cluster_config=cstorch.distributed.ClusterConfig(num_csx=num_csx))
-    torch.manual_seed(0)
-    model = GPT.ByteGPT(SEQ, D_MODEL, HEADS, LAYERS)
-    compiled = cstorch.compile(model, backend)
-    opt = cstorch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-
-    @cstorch.trace
-    def step(x, y):
-        loss = compiled(x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    return step.lower(*data[0])
+    return gpt_step(num_csx, False)[3].lower(*data[0])
 
 
 def check_memory(sharded, replicated, n: int) -> None:
