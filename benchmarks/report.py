@@ -69,6 +69,15 @@ def print_table(results, peak: dict, print_=print) -> None:
         status = "OK" if res.loss_ok else "MISMATCH"
         print_(f"{res.wl.name:<8} losses vs eager over {res.total_steps} steps, max |diff|/max(1,|loss|): "
                f"{checks or '-'} ({status}, tol {res.wl.tol:g})")
+        params = ", ".join(f"{k} {d:.1e}" for k, d in res.param_check.items())
+        print_(f"{res.wl.name:<8} parameters vs eager after the last step, max relative: {params or '-'} "
+               f"(tol {res.wl.param_tol:g})")
+        ws = res.warm_start
+        if ws and "error" not in ws:
+            print_(f"{res.wl.name:<8} cstorch trace + compile: cold {ws['cold']:.2f} s, warm {ws['warm']:.2f} s "
+                   f"({ws['warm'] / ws['cold']:.0%}; {'from the cache' if ws['warm_from_cache'] else 'NOT CACHED'})")
+        elif ws:
+            print_(f"{res.wl.name:<8} warm start failed: {ws['error']}")
 
 
 def versions() -> str:
@@ -182,6 +191,33 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
                 cells.append("failed")
         lines.append(f"| {res.wl.name} | {res.total_steps} | {eloss} | " + " | ".join(cells)
                      + f" | {res.wl.tol:g} | {'OK' if res.loss_ok else '**MISMATCH**'} |")
+    lines += ["", "Parameters after the last step against eager torch's: max over the parameter tensors of "
+              "max|p - eager| / max|eager|.", "",
+              "| workload | " + " | ".join(LABELS[k] for k in IMPLS[1:]) + " | tolerance |",
+              "|---|" + "---:|" * (len(IMPLS) - 1) + "---:|"]
+    for res in results:
+        cells = [f"{res.param_check[k]:.1e}" if k in res.param_check else "-" for k in IMPLS[1:]]
+        lines.append(f"| {res.wl.name} | " + " | ".join(cells) + f" | {res.wl.param_tol:g} |")
+    lines += ["", "## Cold and warm start", "",
+              "Trace + compile seconds of the cstorch step in a fresh process with an empty compile cache "
+              "(cold), then in a second process that finds the first one's program in the cache (warm: the "
+              "step's body runs once on fake tensors to check its op signature, and the compiled program is "
+              "loaded); the suite's own process runs with the cache off. Same first-step loss in both.", "",
+              "| workload | cold s | warm s | warm / cold | jax.jit lower + compile s | cold / jax.jit |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for res in results:
+        ws, jit = res.warm_start, res.impl("jax.jit")
+        if not ws:
+            continue
+        if "error" in ws:
+            lines.append(f"| {res.wl.name} | **failed:** `{ws['error']}` | | | | |")
+            continue
+        jit_s = jit.compile_s if jit is not None and jit.error is None and jit.compile_s else None
+        note = "" if ws["warm_from_cache"] and ws["same_loss"] else " (**not from the cache**)"
+        jit_text = "-" if jit_s is None else f"{jit_s:.2f}"
+        ratio_text = "-" if jit_s is None else f"{ws['cold'] / jit_s:.2f}x"
+        lines.append(f"| {res.wl.name} | {ws['cold']:.2f} | {ws['warm']:.2f}{note} | {ws['warm'] / ws['cold']:.0%} "
+                     f"| {jit_text} | {ratio_text} |")
     lines += ["", "Where the time goes in the compiled steps, and every lowering and XLA flag tried so far: "
               "[PROFILE.md](PROFILE.md).", ""]
     lines += [*(f"{section}\n" for section in kept_sections(path))]  # sections other benchmarks own

@@ -52,13 +52,16 @@ import optax
 import torch
 
 import cstorch
+from cstorch_jax.xla_options import compiler_options
 
 from .report import IMPLS, machine, print_table, versions, write_markdown, write_plot
+from .warm_start import cold_and_warm
 from .workloads import BUILDERS, Workload
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "RESULTS.md"
 DEFAULT_QUICK_OUT = HERE / "RESULTS-quick.md"  # git-ignored
+PAUSE_S = 0.4  # between two implementations' blocks: libgomp's spinning workers go idle
 
 
 def _error_text(e: BaseException) -> str:
@@ -103,6 +106,10 @@ class Impl:
 
     def finish(self) -> None:
         pass
+
+    def parameters(self) -> dict:
+        """{name: float64 numpy array} of the parameters after the last step."""
+        return {n: p.detach().double().numpy() for n, p in self.model.named_parameters()}
 
     @property
     def median_s(self) -> float:
@@ -194,7 +201,9 @@ class CstorchCSX(Impl):
 
 
 class JaxJit(Impl):
-    """Lowered and compiled ahead of time (timed), then the compiled step is called."""
+    """Lowered and compiled ahead of time (timed), then the compiled step is called. It gets
+    the same process (memory policy) and the same XLA options as cstorch's step, so the two
+    differ only in how the program was written."""
     key = "jax.jit"
 
     def setup(self, total_steps):
@@ -214,7 +223,7 @@ class JaxJit(Impl):
         t0 = time.perf_counter()
         lowered = jax.jit(train_step, donate_argnums=(0, 1)).trace(self.params, self.opt_state,
                                                                    self.np_batches[0]).lower()
-        self.compiled = lowered.compile()
+        self.compiled = lowered.compile(compiler_options=compiler_options(jax.devices()[0].platform))
         self.compile_s = time.perf_counter() - t0
 
     def step(self):
@@ -222,6 +231,10 @@ class JaxJit(Impl):
         self.i += 1
         self.params, self.opt_state, loss = self.compiled(self.params, self.opt_state, batch)
         return float(loss)
+
+    def parameters(self):
+        names = [n for n, _ in self.model.named_parameters()]
+        return {n: np.asarray(p, dtype=np.float64) for n, p in zip(names, self.params)}
 
 
 # --------------------------------------------------------------------------------------
@@ -288,7 +301,9 @@ class WorkloadResult:
     steps_per_round: int
     foreign_cores: float | None = None
     loss_check: dict = field(default_factory=dict)  # impl key -> max relative diff vs eager
-    loss_ok: bool = True
+    param_check: dict = field(default_factory=dict)  # impl key -> max relative parameter diff vs eager
+    loss_ok: bool = True  # losses and parameters agree with eager's
+    warm_start: dict | None = None  # benchmarks.warm_start.cold_and_warm
 
     def impl(self, key):
         return next((i for i in self.impls if i.key == key), None)
@@ -352,6 +367,7 @@ def run_workload(wl: Workload, backend, impl_keys, warmup: int, rounds: int, ste
     for r in range(rounds):
         gc.collect()
         for k in range(len(impls)):
+            time.sleep(PAUSE_S)  # the previous block's OpenMP workers stop spinning before this one
             _run_steps(impls[(r + k) % len(impls)], steps_per_round, timed=True)
     foreign = monitor.stop()
 
@@ -365,6 +381,7 @@ def run_workload(wl: Workload, backend, impl_keys, warmup: int, rounds: int, ste
 
     res = WorkloadResult(wl, impls, warmup, rounds, steps_per_round, foreign_cores=foreign)
     _check_losses(res)
+    _check_parameters(res)
     return res
 
 
@@ -386,6 +403,26 @@ def _check_losses(res: WorkloadResult) -> None:
         res.loss_ok = False
 
 
+def _check_parameters(res: WorkloadResult) -> None:
+    """Every implementation's parameters after the last step against eager's: the largest
+    over the tensors of max|p - eager| / max|eager|."""
+    eager = res.impl("eager")
+    if eager is None or eager.error is not None:
+        return
+    ref = eager.parameters()
+    for impl in res.impls:
+        if impl.key == "eager" or impl.error is not None:
+            continue
+        got = impl.parameters()
+        if set(got) != set(ref):
+            res.param_check[impl.key] = math.inf
+        else:
+            res.param_check[impl.key] = max(
+                float(np.abs(got[n] - ref[n]).max() / max(np.abs(ref[n]).max(), 1e-12)) for n in ref)
+        if not res.param_check[impl.key] <= res.wl.param_tol:
+            res.loss_ok = False
+
+
 # --------------------------------------------------------------------------------------
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
@@ -401,6 +438,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps per implementation (default per workload)")
     p.add_argument("--rounds", type=int, default=None, help="timed rounds (default per workload)")
     p.add_argument("--steps-per-round", type=int, default=None, help="timed steps per implementation and round")
+    p.add_argument("--no-warm-start", action="store_true",
+                   help="skip the cold/warm-start measurement of the persistent compile cache (two processes)")
     args = p.parse_args(argv)
     args.workload_keys = [w.strip().lower() for w in args.workloads.split(",") if w.strip()]
     bad = sorted(set(args.workload_keys) - set(BUILDERS))
@@ -438,6 +477,8 @@ def _probe_inductor_isa() -> float:
 def main(argv=None) -> int:
     args = parse_args(argv)
     t_start = time.perf_counter()
+    # every compile in this process is cold; the warm start is measured in two fresh processes
+    os.environ["CSTORCH_CACHE"] = "0"
     # The full run measures torch.compile cold: a fresh inductor cache (unless the caller
     # chose one with TORCHINDUCTOR_CACHE_DIR). --quick keeps inductor's default persistent
     # cache, so repeated smoke runs skip the C++ compiles.
@@ -480,6 +521,12 @@ def _run(args, t_start) -> int:
         spr = args.steps_per_round or wl.steps_per_round
         log(f"{wl.name}: {wl.description}")
         results.append(run_workload(wl, backend, args.impl_keys, warmup, rounds, spr, log=log))
+        if "cstorch" in args.impl_keys and not args.no_warm_start:
+            log(f"  {wl.name}: cold and warm start of the cstorch step, in two fresh processes ...")
+            try:
+                results[-1].warm_start = cold_and_warm(key, args.quick)
+            except Exception as e:
+                results[-1].warm_start = {"error": _error_text(e)}
 
     print("")
     print_table(results, peak)

@@ -55,6 +55,11 @@ class ClosureRecorder:
         self.records: list[tuple] = []
         self.tensors: list[torch.Tensor] = []
 
+    def clear(self) -> None:
+        """Forget what was recorded (the step's body is about to run again)."""
+        self.records.clear()
+        self.tensors.clear()
+
     def record(self, fn, args, kwargs, checkpoint: bool) -> None:
         leaves, spec = pytree.tree_flatten((args, kwargs))
         slots = []

@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import cstorch_jax
-from cstorch_jax import Executable, StaticGraphError, TensorSpec
+from cstorch_jax import Executable, StaticGraphError, TensorSpec, compile_cache
 
 from . import _backend, amp
 from .runtime import ClosureRecorder, wrap_outputs
@@ -85,6 +85,7 @@ class TracedStep:
     def __init__(self, fn: Callable):
         self.fn = amp.conditional_update.conditional_updates(fn)  # resolves amp.update_if_finite marks
         self.program: Optional[_Program] = None
+        self._report_executable: Optional[Executable] = None  # see `report`, for a cached program
         functools.update_wrapper(self, fn)
 
     # -- public -------------------------------------------------------------------
@@ -118,7 +119,7 @@ class TracedStep:
             raise RuntimeError(
                 "step.lower() compiles the step for the CSX backend; create it first with cstorch.backend(\"CSX\")."
             )
-        prog = self._compile(b, args, kwargs)
+        prog = self._compile(b, args, kwargs, use_cache=False)
         return cstorch_jax.explore.StepReport(prog.executable, self.__name__, prog.state.names)
 
     @property
@@ -129,17 +130,57 @@ class TracedStep:
                 f"{self.__name__} has not been compiled yet: call it once inside a DataExecutor loop, or use "
                 f"{self.__name__}.lower(*example_args) to compile it for exploration without running it."
             )
-        return cstorch_jax.explore.StepReport(self.program.executable, self.__name__, self.program.state.names)
+        executable = self.program.executable
+        if executable.from_cache:  # loaded without its graph: capture it again, for the views
+            if self._report_executable is None:
+                self._report_executable = self._compile(_backend.backend(), *self._example_args(self.program),
+                                                        use_cache=False).executable
+            executable = self._report_executable
+        return cstorch_jax.explore.StepReport(executable, self.__name__, self.program.state.names)
+
+    @staticmethod
+    def _example_args(prog: "_Program") -> tuple:
+        """(args, kwargs) with the compiled step's signature: zeros for the tensors."""
+        specs = iter(prog.executable.captured.batch_specs)
+
+        def example(leaf):
+            if leaf is not TENSOR:
+                return leaf
+            spec = next(specs)
+            return torch.zeros(spec.shape, dtype=spec.dtype)
+
+        return pytree.tree_unflatten([example(leaf) for leaf in prog.static_leaves], prog.in_spec)
 
     # -- CSX ----------------------------------------------------------------------
-    def _compile(self, b, args, kwargs) -> _Program:
-        """Capture and compile the step for these arguments."""
+    def _compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:
+        """Capture and compile the step for these arguments (or load it from the compile
+        cache, `use_cache`)."""
         try:
-            return self._capture_and_compile(b, args, kwargs)
+            return self._capture_and_compile(b, args, kwargs, use_cache)
         finally:
             amp.skip.clear()  # records made while capturing hold traced tensors
 
-    def _capture_and_compile(self, b, args, kwargs) -> _Program:
+    def _cache_key(self, b, state: StepState, batch, in_spec, static_leaves) -> str | None:
+        """The compile-cache lookup key of this step for these inputs (None: no caching
+        for multi-process runs). The entry is used only if the step's op signature matches
+        as well (cstorch_jax.compile_cache)."""
+        import jax
+
+        if compile_cache.directory() is None or jax.process_count() > 1:
+            return None
+        code = getattr(self.fn, "__code__", None)
+        parts = [
+            f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', repr(self.fn))}",
+            f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
+            repr(in_spec), repr(static_leaves),
+            repr([(n, TensorSpec.of(t), t.requires_grad) for n, t in zip(state.names, state.tensors)]),
+            repr([TensorSpec.of(t) for t in batch]), repr(state.scalar_names),
+            f"placement={b.run.placement!r}",  # replicated and sharded programs differ
+        ]
+        platform = b.run.placement.platform
+        return compile_cache.entry_key("\n".join(parts), platform, cstorch_jax.xla_options.compiler_options(platform))
+
+    def _capture_and_compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:
         from .optim.optimizer import live_optimizers
 
         t0 = time.perf_counter()
@@ -169,11 +210,29 @@ class TracedStep:
             return [*user, *recorder.tensors]
 
         batch = [leaves[i] for i in tensor_pos] + state.scalars()
-        captured = cstorch_jax.capture(step, state.tensors, batch)
-        trace_seconds = time.perf_counter() - t0
         names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
         names += [f"hyper-parameter {n}" for n in state.scalar_names]
-        executable = Executable(captured, names, placement=b.run.placement)
+        key = self._cache_key(b, state, batch, in_spec, static_leaves) if use_cache else None
+        executable = None
+        if key is not None and compile_cache.candidate(key):
+            # run the body once on fake tensors (its side effects included) and use the cached
+            # program only if the step dispatches exactly the ops it was compiled from
+            signature, _, constants = cstorch_jax.trace_signature(step, state.tensors, batch)
+            hit = compile_cache.load(key, signature)
+            if hit is not None:
+                graph, program, uses_rng, _ = hit
+                graph.constants = constants
+                executable = Executable.restore(graph, program, uses_rng, names, b.run.placement)
+            else:  # the body runs again below, for the capture
+                recorder.clear()
+        trace_seconds = time.perf_counter() - t0
+        if executable is None:
+            captured = cstorch_jax.capture(step, state.tensors, batch)
+            trace_seconds = time.perf_counter() - t0
+            executable = Executable(captured, names, placement=b.run.placement)
+            if key is not None:
+                executable.save_to_cache(key)
+        captured = executable.captured
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
                         out_info["static"], out_info["n_user"], recorder, trace_seconds)
@@ -228,6 +287,13 @@ class TracedStep:
     def _run(self, b, prog: _Program, args, kwargs):
         leaves, in_spec = pytree.tree_flatten((args, kwargs))
         self._check_static(prog, leaves, in_spec, args, kwargs)
+        stale = prog.executable.captured.changed_constants()
+        if stale:
+            raise StaticGraphError(
+                f"tensors from outside the step ({', '.join(stale)}) were compiled into {self.__name__} as constants "
+                f"and have been modified in place since. Register such a tensor on the compiled module "
+                f"(register_buffer) or pass it to the step as an argument if it changes during the run."
+            )
         batch = [x for x in leaves if isinstance(x, torch.Tensor)]
         names = prog.executable.batch_names
         prog.executable.check_batch([TensorSpec.of(t) for t in batch] + prog.scalar_specs)

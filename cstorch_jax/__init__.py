@@ -2,11 +2,15 @@
 jax.numpy, compile it with XLA into one immutable executable, and run it.
 
 Knows torch and jax; knows nothing of the `cstorch` facade."""
+from . import memory_policy
+
+memory_policy.apply()  # before jax starts its thread pools (see memory_policy.py)
+
 from . import explore  # noqa: F401  (StepReport, diff: look inside a compiled step)
 from . import optim  # noqa: F401  (registers the optimizer ops and their lowerings)
 from .async_tensor import DeferredTensor, UncomputedTensor
 from .lazy_tensor import LazyTensor, materialize
-from .capture import CapturedGraph, TensorSpec, capture
+from .capture import CapturedGraph, TensorSpec, capture, trace_signature
 from .errors import (
     CaptureError,
     CstorchError,
@@ -22,7 +26,7 @@ from .placement import DataParallel, FullyShardedDataParallel, SingleDevice, joi
 from .runtime import DeviceState
 
 __all__ = [
-    "jit", "JitFunction", "capture", "DataParallel", "FullyShardedDataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
+    "jit", "JitFunction", "capture", "trace_signature", "DataParallel", "FullyShardedDataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
     "DeferredTensor", "UncomputedTensor", "LazyTensor", "materialize", "to_jax", "to_torch",
     "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
     "CaptureError",

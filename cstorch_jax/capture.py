@@ -21,6 +21,7 @@ touch at all is marked unused, so the executable does not even take it.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import hashlib
 import operator
@@ -34,9 +35,11 @@ from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, is_fake
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode, is_fake,
+)
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from .errors import CaptureError, MaterializationError
 from .module_paths import record_module_paths
@@ -78,6 +81,14 @@ class CapturedGraph:
     mutated: tuple[int, ...]  # indices of the state inputs whose new values are returned first
     unused: tuple[int, ...]  # indices of the state inputs the step neither reads nor writes
     graph_hash: str
+    signature: str = ""  # `OpSignature` digest of the traced step (see trace_signature)
+    # tensors from outside the step that the graph holds as constants, with their versions then
+    constants: tuple[tuple[torch.Tensor, int], ...] = ()
+
+    def changed_constants(self) -> list[str]:
+        """Descriptions of the outside tensors baked in as constants that were modified
+        in place since the capture (their values in the compiled step are stale)."""
+        return [f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}" for t, v in self.constants if t._version != v]
 
     @property
     def read_only(self) -> tuple[int, ...]:
@@ -99,13 +110,81 @@ class CapturedGraph:
         return dict(sorted(hist.items(), key=lambda kv: -kv[1]))
 
 
+class OpSignature:
+    """A digest of the ATen ops a step dispatches, in order: each op's name, its
+    non-tensor arguments, and for every tensor argument which earlier tensor it is
+    (inputs numbered first, then every op output in order of creation), its shape and
+    dtype, and the values of real (non-fake) tensors, the constants baked into a graph.
+    Two runs of a step with the same digest dispatch the same computation on the same
+    data flow, so they capture the same graph (given the same versions of the code
+    that turns dispatched ops into a graph and a program)."""
+
+    def __init__(self, inputs: Sequence[torch.Tensor]):
+        self._hash = hashlib.sha256()
+        self._index: dict[int, int] = {}
+        self._alive: list[torch.Tensor] = []  # keeps ids unique while the step runs
+        self.constants: list[tuple[torch.Tensor, int]] = []  # real tensors read, with their versions
+        for t in inputs:
+            self._number(t)
+
+    def _number(self, t: torch.Tensor) -> int:
+        i = self._index.get(id(t))
+        if i is None:
+            i = self._index[id(t)] = len(self._alive)
+            self._alive.append(t)
+        return i
+
+    def _describe(self, x):
+        if isinstance(x, torch.Tensor):
+            new = id(x) not in self._index
+            desc = f"T{self._number(x)}:{x.dtype}:{tuple(x.shape)}:{x.requires_grad}"
+            if not is_fake(x) and x.device.type != "meta":
+                if x.requires_grad:
+                    raise CaptureError(_OUTSIDE_PARAMETER)
+                if new:
+                    self.constants.append((x, x._version))
+                desc += ":" + _value_digest(x)
+            return desc
+        if isinstance(x, (list, tuple)):
+            return "[" + ",".join(self._describe(v) for v in x) + "]"
+        if isinstance(x, dict):
+            return "{" + ",".join(f"{k}={self._describe(v)}" for k, v in sorted(x.items())) + "}"
+        if x is None or isinstance(x, (bool, int, float, complex, str, bytes, torch.dtype, torch.device,
+                                       torch.layout, torch.memory_format, enum.Enum)):
+            return repr(x)
+        return type(x).__qualname__  # an opaque object (a profiler handle): its type, never its address
+
+    def record(self, func, args, kwargs, out) -> None:
+        self._hash.update(f"{func}({self._describe(args)};{self._describe(kwargs)})->{self._describe(out)}\n"
+                          .encode())
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _value_digest(t: torch.Tensor) -> str:
+    """sha256 of a real tensor's values, computed with the tracing modes set aside (the
+    ops that read them must not be traced)."""
+    with _disable_current_modes(), torch.no_grad():
+        data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return hashlib.sha256(data).hexdigest()
+
+
 class _NoHostReads(TorchDispatchMode):
-    """Raises on the one op that reads a tensor's value into Python."""
+    """Raises on the one op that reads a tensor's value into Python; records every op in
+    `signature` when one is given."""
+
+    def __init__(self, signature: OpSignature | None = None):
+        super().__init__()
+        self.signature = signature
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is aten._local_scalar_dense.default:
             raise MaterializationError(_READ_HINT)
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if self.signature is not None:
+            self.signature.record(func, args, kwargs or {}, out)
+        return out
 
 
 def _refuse(what: str, original):
@@ -122,8 +201,9 @@ def _refuse(what: str, original):
 
 
 @contextlib.contextmanager
-def no_host_reads():
-    """Within the user's step: reading tensor values on the host is a clear error."""
+def no_host_reads(signature: OpSignature | None = None):
+    """Within the user's step: reading tensor values on the host is a clear error (and
+    every op is recorded in `signature`, when one is given)."""
     what = {
         "__repr__": "repr()/print()",
         "__str__": "str()/print()",
@@ -136,11 +216,19 @@ def no_host_reads():
     for name, fn in patched.items():
         setattr(torch.Tensor, name, fn)
     try:
-        with _NoHostReads():
+        with _NoHostReads(signature):
             yield
     finally:
         for name, fn in saved.items():
             setattr(torch.Tensor, name, fn)
+
+
+_OUTSIDE_PARAMETER = (
+    "the step reads a tensor that requires grad but is neither one of its inputs nor registered state (an "
+    "nn.Parameter outside the compiled model, or a module attribute that is not a registered parameter): it "
+    "would be a constant of the compiled step and never trained. Register it on the compiled module with "
+    "nn.Parameter / register_buffer(), or pass it to the step as an argument."
+)
 
 
 def _graph_hash(gm: torch.fx.GraphModule) -> str:
@@ -291,31 +379,13 @@ def capture(
     if len(set(ids)) != len(ids):
         raise CaptureError("capture() needs distinct state tensors; deduplicate tied tensors first")
     n_state = len(state)
-
-    def stage1(*flat):
-        st = list(flat[:n_state])
-        with no_host_reads(), record_module_paths(), _ContiguousLinalgInputs():
-            outs = list(fn(st, list(flat[n_state:])))
-        for i, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor):
-                raise CaptureError(f"step output {i} is {type(o).__name__}, expected a tensor")
-        return [*st, *outs]
-
-    leaves = [s.detach().requires_grad_(s.requires_grad) for s in state]
-    batch_leaves = [b.detach().requires_grad_(b.requires_grad) for b in batch]
+    signature: list[OpSignature] = []
+    stage1 = functools.partial(_run_step, fn, n_state, signature)
+    leaves, batch_leaves = _leaves(state), _leaves(batch)
     with _data_dependence_is_an_error():
-        try:
-            with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
-                gm1 = make_fx(stage1, tracing_mode="fake")(*leaves, *batch_leaves)
-        except (AssertionError, RuntimeError) as e:
-            if "convert all Tensors to FakeTensors" not in str(e):
-                raise
-            raise CaptureError(
-                "the step reads a tensor that is neither one of its inputs nor registered state: a tensor "
-                "captured from an enclosing scope, or a module attribute that is not a registered parameter "
-                "or buffer. Pass it to the step as an argument, or register it on the module with "
-                "register_buffer() / nn.Parameter so it is lifted into the compiled step."
-            ) from e
+        # a tensor from outside the step (neither state nor batch) becomes a constant of the graph
+        with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
+            gm1 = make_fx(stage1, tracing_mode="fake", _allow_non_fake_inputs=True)(*leaves, *batch_leaves)
         # run gm1 node by node with metadata preserved, so derived ops keep their module paths
         replay = lambda *args: torch.fx.Interpreter(gm1).run(*args)  # noqa: E731
         with fx_traceback.preserve_node_meta():
@@ -323,6 +393,7 @@ def capture(
                 torch.func.functionalize(replay, remove="mutations_and_views"),
                 decomposition_table=decompositions(),
                 tracing_mode="fake",
+                _allow_non_fake_inputs=True,
             )(*[s.detach() for s in state], *[b.detach() for b in batch])
     mutated = _clean(gm2, n_state)
     _require_static_shapes(gm2)
@@ -338,4 +409,40 @@ def capture(
         mutated=mutated,
         unused=unused,
         graph_hash=_graph_hash(gm2),
+        signature=signature[0].hexdigest(),
+        constants=tuple(signature[0].constants),
     )
+
+
+def _leaves(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach().requires_grad_(t.requires_grad) for t in tensors]
+
+
+def _run_step(fn, n_state: int, signature: list, *flat):
+    """Run the user's step on traced tensors `flat` = (*state, *batch) and return
+    (*state, *outputs); appends the step's `OpSignature` to `signature`."""
+    st = list(flat[:n_state])
+    ops = OpSignature(flat)
+    with no_host_reads(ops), record_module_paths(), _ContiguousLinalgInputs():
+        outs = list(fn(st, list(flat[n_state:])))
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise CaptureError(f"step output {i} is {type(o).__name__}, expected a tensor")
+    ops.record("outputs", (), {}, [*st, *outs])
+    signature.append(ops)
+    return [*st, *outs]
+
+
+def trace_signature(fn, state: Sequence[torch.Tensor], batch: Sequence[torch.Tensor]):
+    """Run `fn(state, batch)` once on fake tensors exactly as `capture` does, without
+    building a graph: (its `OpSignature` digest, the specs of its outputs, the outside
+    tensors it reads with their versions, as `CapturedGraph.constants`). The digest equals
+    `capture(...).signature` for the same step; this costs a fraction of a capture and has
+    the same Python side effects (the step's body runs once)."""
+    signature: list[OpSignature] = []
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with _data_dependence_is_an_error(), enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
+        with mode:
+            flat = [mode.from_tensor(t).requires_grad_(t.requires_grad) for t in (*state, *batch)]
+            out = _run_step(fn, len(state), signature, *flat)
+    return signature[0].hexdigest(), [TensorSpec.of(o) for o in out[len(state):]], tuple(signature[0].constants)

@@ -23,10 +23,12 @@ from typing import Sequence
 
 import jax
 
+from . import compile_cache, native
 from .capture import CapturedGraph, TensorSpec
 from .dtypes import jax_dtype
 from .errors import StaticGraphError
 from .lowering import to_jax_function, uses_rng
+from .passes import for_platform
 from .placement import SingleDevice
 from .xla_options import compiler_options
 
@@ -42,17 +44,13 @@ class Executable:
     """One compiled XLA program for one captured graph."""
 
     def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None, placement=None):
-        self.captured = captured
-        self.batch_names = list(batch_names) if batch_names is not None else [
-            f"input {i}" for i in range(len(captured.batch_specs))
-        ]
-        self.placement = placement or SingleDevice()
+        self._describe(captured, batch_names, placement)
         self.uses_rng = uses_rng(captured.module)
         n_state = len(captured.state_specs)
         mutated = captured.mutated
-        kept = captured.read_only  # unused state is not an input at all
-        self.kept = kept
-        graph_fn = to_jax_function(captured.module)
+        kept = self.kept  # unused state is not an input at all
+        self.graph_module = for_platform(captured.module, self.placement.platform)
+        graph_fn = to_jax_function(self.graph_module)
         n_mut = len(mutated)
         with_rng = self.uses_rng
 
@@ -83,6 +81,38 @@ class Executable:
         self.compiled = self.lowered.compile(compiler_options=compiler_options(self.placement.platform))
         self.lower_seconds = t1 - t0
         self.compile_seconds = time.perf_counter() - t1
+        self.from_cache = False
+
+    def _describe(self, captured, batch_names, placement) -> None:
+        self.captured = captured
+        self.batch_names = list(batch_names) if batch_names is not None else [
+            f"input {i}" for i in range(len(captured.batch_specs))
+        ]
+        self.placement = placement or SingleDevice()
+        self.kept = captured.read_only
+
+    @classmethod
+    def restore(cls, cached: "compile_cache.CachedGraph", program, uses_rng: bool, batch_names,
+                placement) -> "Executable":
+        """The executable of a cache entry (`compile_cache.load`): the compiled program
+        without its captured graph (`captured.module` is None) or lowering."""
+        self = cls.__new__(cls)
+        self._describe(cached, batch_names, placement)
+        self.uses_rng = uses_rng
+        self.graph_module = None
+        self.lowered = None
+        if self.placement.platform == "cpu":
+            native.gemm_targets()  # the program may call the BLAS custom call
+        t0 = time.perf_counter()
+        self.compiled = compile_cache.deserialize(program)
+        self.lower_seconds = 0.0
+        self.compile_seconds = time.perf_counter() - t0
+        self.from_cache = True
+        return self
+
+    def save_to_cache(self, key: str) -> bool:
+        """Store this program in the compile cache under `key` (see compile_cache)."""
+        return compile_cache.store(key, self.captured, self.compiled, self.uses_rng, self.batch_names)
 
     def _shardings(self) -> dict:
         """`in_shardings`/`out_shardings` for the placement (none on one device): each

@@ -274,8 +274,20 @@ class StepReport:
         if isinstance(ca, (list, tuple)):  # older jax: one dict per device program
             ca = ca[0]
         ca = ca or {}
-        return Cost(float(ca.get("flops", 0.0)), float(ca.get("transcendentals", 0.0)),
+        return Cost(float(ca.get("flops", 0.0)) + self._custom_call_flops(), float(ca.get("transcendentals", 0.0)),
                     float(ca.get("bytes accessed", 0.0)))
+
+    def _custom_call_flops(self) -> float:
+        """FLOPs of the products the CPU graph pass routed to the BLAS custom call, which
+        XLA's cost analysis cannot see into: 2 * batch * M * N * K each."""
+        gm = getattr(self.executable, "graph_module", None)
+        total = 0.0
+        for node in gm.graph.nodes if gm is not None else ():
+            if node.op == "call_function" and str(node.target) == "cstorch.gemm.default":
+                a, out = node.args[0].meta["val"], node.meta["val"]
+                k = a.shape[-2] if node.args[3] else a.shape[-1]
+                total += 2.0 * out.numel() * k
+        return total
 
     @property
     def state_placement(self) -> StatePlacement:

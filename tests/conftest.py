@@ -1,6 +1,12 @@
+import os
+
 import pytest
 
-from cstorch._backend import _reset_backend
+# Tests compile every step afresh: a persistent compile cache of an earlier run (or of
+# another test) would change what they measure. tests/test_compile_cache.py turns it on.
+os.environ["CSTORCH_CACHE"] = "0"
+
+from cstorch._backend import _reset_backend  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

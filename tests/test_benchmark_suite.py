@@ -17,18 +17,21 @@ IMPLS = ("eager", "cstorch", "jax.jit")
 def test_benchmark_suite_quick(tmp_path):
     out = tmp_path / "r.md"
     cmd = [sys.executable, "-m", "benchmarks", "--quick", "--impls", ",".join(IMPLS), "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     text = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{text}\nstderr:\n{proc.stderr}"
     for workload in WORKLOADS:
         for impl in IMPLS:
             assert re.search(rf"^{workload}\s+{re.escape(impl)}\s+\d+\.\d+", text, re.M), text
         assert re.search(rf"^{workload}\s+losses vs eager over \d+ steps.*\(OK, tol", text, re.M), text
+        assert re.search(rf"^{workload}\s+parameters vs eager after the last step, max relative: cstorch", text,
+                         re.M), text
+        assert re.search(rf"^{workload}\s+cstorch trace \+ compile: cold .* \(\d+%; from the cache\)", text, re.M), text
     assert "WARNING" not in text, text
     assert out.is_file() and out.stat().st_size > 0
     report = out.read_text()
     for workload in WORKLOADS:
         assert f"## {workload}" in report, report
-    assert "## Loss check" in report
+    assert "## Loss check" in report and "## Cold and warm start" in report
     png = out.with_suffix(".png")
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -166,10 +166,14 @@ def test_checkpoint_closure_outside_a_run():
         save()
 
 
-def test_closed_over_tensor_gets_a_fix_it_message():
-    w = torch.randn(3)
+def test_closed_over_tensor_is_a_constant_and_a_closed_over_parameter_gets_a_fix_it_message():
+    """A plain tensor from an enclosing scope is compiled in as a constant (see
+    tests/test_outside_tensors.py); one that requires grad would never be trained."""
+    w, x = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(cstorch_jax.jit(lambda x: x * w)(x), x * w)
+    p = torch.nn.Parameter(torch.randn(3))
     with pytest.raises(cstorch.CstorchError, match="register_buffer"):
-        cstorch_jax.jit(lambda x: x * w)(torch.randn(3))
+        cstorch_jax.jit(lambda x: x * p)(x)
 
 
 @torch.library.custom_op("cstorch_test::unlowered", mutates_args=())

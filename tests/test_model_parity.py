@@ -49,6 +49,19 @@ def _gpt():
 MODELS = {"mlp": _mlp, "cnn": _cnn, "gpt": _gpt}
 
 
+def _adam_noise_bound(opt_name: str) -> float:
+    """Absolute parameter difference two correct float32 implementations may reach.
+
+    AdamW moves a parameter by lr * m/(sqrt(v) + eps) per step, a ratio of order one
+    whatever the gradient's size: a gradient that is the small difference of larger
+    terms (|g| ~ 1e-4 of its summands here) carries a relative rounding error of up to
+    ~1e-4 from its summation order, which the normalisation passes on undamped, so each
+    step may move the parameter by up to lr * 1e-4 differently. Over STEPS steps at
+    lr = 1e-2 that is 2e-5, far below what a wrong update rule gives (~lr per step).
+    SGD scales the gradient by lr instead, so its strict relative check stands."""
+    return STEPS * 1e-2 * 1e-4 if opt_name == "adamw" else 0.0
+
+
 @pytest.mark.parametrize("opt_name", ["sgd", "adamw"])
 @pytest.mark.parametrize("model_name", list(MODELS))
 def test_csx_matches_cpu(model_name, opt_name):
@@ -61,7 +74,7 @@ def test_csx_matches_cpu(model_name, opt_name):
     assert sum(cpu_losses[-5:]) < sum(cpu_losses[:5]), f"the reference run should learn: {cpu_losses}"
     assert csx_model.keys() == cpu_model.keys()
     for k in cpu_model:
-        assert_close_rel(csx_model[k], cpu_model[k], what=f"model {k}")
+        assert_close_rel(csx_model[k], cpu_model[k], what=f"model {k}", atol=_adam_noise_bound(opt_name))
     for i, st in cpu_opt["state"].items():
         for k, v in st.items():
             assert_close_rel(csx_opt["state"][i][k], v, what=f"optimizer state {i}.{k}")
