@@ -104,7 +104,7 @@ class Executable:
         if self.placement.platform == "cpu":
             native.gemm_targets()  # the program may call the BLAS custom call
         t0 = time.perf_counter()
-        self.compiled = compile_cache.deserialize(program)
+        self.compiled = compile_cache.deserialize(program, self.placement.devices)
         self.lower_seconds = 0.0
         self.compile_seconds = time.perf_counter() - t0
         self.from_cache = True

@@ -42,6 +42,11 @@ class Placement:
         """The platform of the run's devices ("cpu", "gpu", ...)."""
         return jax.devices()[0].platform
 
+    @property
+    def devices(self) -> list:
+        """The devices the run's programs execute on, in mesh order."""
+        raise NotImplementedError
+
     def state_sharding(self, shape: tuple = ()):
         """The sharding of a state tensor of `shape`; with no shape, that of a 0-d value
         (hyper-parameters, the RNG key and the step's outputs are replicated). None: the
@@ -78,6 +83,10 @@ class Placement:
 
 class SingleDevice(Placement):
     """Everything on JAX's default device (no explicit shardings)."""
+
+    @property
+    def devices(self) -> list:
+        return jax.devices()[:1]
 
     def state_sharding(self, shape: tuple = ()):
         return None
@@ -125,6 +134,10 @@ class DataParallel(Placement):
         self.mesh = Mesh(np.array(devices[:num_devices]), (self.AXIS,))
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
         self.split = NamedSharding(self.mesh, PartitionSpec(self.AXIS))
+
+    @property
+    def devices(self) -> list:
+        return list(self.mesh.devices.flat)
 
     def state_sharding(self, shape: tuple = ()) -> NamedSharding:
         return self.replicated

@@ -2,6 +2,7 @@
 need several JAX devices, run by tests/test_sharded_state.py in fresh processes:
 
     python tests/sharded_state_checks.py <check> [<check> ...]                  # 4 host devices
+    python tests/sharded_state_checks.py compile_cache CACHE_DIR                 # 4 host devices
     python -m cstorch.distributed.launch --num-processes 2 --devices-per-process 2 \\
         tests/sharded_state_checks.py two_processes OUT_DIR                     # 2 x 2 devices
 
@@ -257,11 +258,85 @@ def check_two_processes(out_dir: str):
         torch.save({"losses": sharded.losses, "state": sharded.state}, out / "result.pt")
 
 
+def check_compile_cache(cache_dir: str):
+    """The compile cache on (in `cache_dir`), 4 host devices: a small MLP trained 3 AdamW
+    steps with replicated state on 4 devices, with sharded state on 4, on one device,
+    then all three again. The first three compile (the sharded program is not the
+    replicated one's entry: the key names the placement); the last three load their own
+    entries (the one-device program onto one device, not the process's 4) and repeat
+    their first run bit for bit; every run equals eager torch, and only the sharded runs'
+    weights are split over the devices."""
+    from cstorch_jax import compile_cache
+
+    compile_cache.configure(cache_dir, enabled=True)
+    g = torch.Generator().manual_seed(3)
+    data = [(torch.randn(8, 8, generator=g), torch.randn(8, 4, generator=g)) for _ in range(3)]
+    eager = MLPRun("CPU", 1, False, data)
+    first = {}
+    for from_cache in (False, True):
+        for num_csx, shard in ((4, False), (4, True), (1, False)):
+            run = MLPRun("CSX", num_csx, shard, data)
+            what = f"num_csx={num_csx}, shard_state={shard}, from the cache: {from_cache}"
+            assert run.from_cache == from_cache, what
+            assert run.weight_split == (shard and num_csx > 1), what
+            close(eager.losses, run.losses, f"losses, {what}")
+            close(eager.state, run.state, f"state, {what}")
+            if from_cache:
+                assert run.losses == first[num_csx, shard].losses, what
+                identical(run.state, first[num_csx, shard].state, what)
+            first.setdefault((num_csx, shard), run)
+
+
+class MLPRun:
+    """A 2-layer MLP trained with AdamW on `data` (every dimension a multiple of 4) on
+    the CPU backend or on `num_csx` CSX devices: the losses, the final state, and for CSX
+    whether the step came from the compile cache and whether the first weight is split."""
+
+    def __init__(self, backend_type: str, num_csx: int, shard: bool, data: list):
+        _reset_backend()
+        cstorch.backends.csx.cluster.shard_state = shard
+        if backend_type == "CSX":
+            backend = cstorch.backend("CSX", cluster_config=cstorch.distributed.ClusterConfig(num_csx=num_csx))
+        else:
+            backend = cstorch.backend("CPU")
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+        compiled = cstorch.compile(model, backend)
+        opt = cstorch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+
+        @cstorch.trace
+        def step(x, y):
+            loss = torch.nn.functional.mse_loss(compiled(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        self.losses: list[float] = []
+
+        @cstorch.step_closure
+        def record(loss):
+            self.losses.append(loss.item())
+
+        loader = cstorch.utils.data.DataLoader(lambda: data)
+        for i, (x, y) in enumerate(cstorch.utils.data.DataExecutor(loader, num_steps=len(data))):
+            record(step(x, y))
+            if backend_type == "CSX" and i == len(data) - 1:  # the device state is read back after the loop
+                self.from_cache = step.executable.from_cache
+                (w,) = backend.run.device_state.device_arrays([model[0].weight])
+                self.weight_split = not w.sharding.is_fully_replicated
+        self.state = {**{f"model.{k}": v.clone() for k, v in model.state_dict().items()},
+                      **{f"optimizer.{i}.{k}": v.clone() for i, s in enumerate(opt.state.values())
+                         for k, v in s.items()}}
+        _reset_backend()
+        cstorch.backends.csx.cluster.shard_state = False
+
+
 CHECKS = {name.removeprefix("check_"): fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":
     name, *args = sys.argv[1:] if len(sys.argv) > 1 else [""]
-    if name == "two_processes":
+    if name in ("two_processes", "compile_cache"):  # checks that take a directory
         CHECKS[name](*args)
         print(f"ok {name}", flush=True)
     else:

@@ -29,6 +29,7 @@ CHECKS = ROOT / "tests" / "sharded_state_checks.py"
 
 def _env(devices: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CSTORCH_")}
+    env["CSTORCH_CACHE"] = "0"  # as in every test (tests/conftest.py); the cache check turns it on itself
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     return env
 
@@ -79,6 +80,14 @@ def test_two_processes_of_two_devices(tmp_path):
     assert h5.keys() == orbax.keys()
     for k, v in h5.items():
         assert torch.equal(torch.as_tensor(v), torch.as_tensor(orbax[k])), k
+
+
+def test_compile_cache_keeps_sharded_and_replicated_programs_apart(tmp_path):
+    """With the compile cache on (in tmp_path), on 4 host devices: a replicated run, a
+    sharded run, then both again loaded from the cache; each equals eager torch, and the
+    sharded program is never the replicated one's cache entry (nor the reverse)."""
+    out = _run([sys.executable, str(CHECKS), "compile_cache", str(tmp_path)], _env(4))
+    assert "ok compile_cache" in out, out
 
 
 # -- one process: the pieces --------------------------------------------------------------
