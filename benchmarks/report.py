@@ -18,6 +18,7 @@ import torch
 
 from cstorch_jax.xla_options import compiler_options
 
+from .sections import kept_sections
 from .workloads import N_BATCHES
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
                      f"| {jit_text} | {ratio_text} |")
     lines += ["", "Where the time goes in the compiled steps, and every lowering and XLA flag tried so far: "
               "[PROFILE.md](PROFILE.md).", ""]
+    lines += [*(f"{section}\n" for section in kept_sections(path))]  # sections other benchmarks own
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
 

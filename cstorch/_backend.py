@@ -65,7 +65,8 @@ class Backend:
         self.compile_dir = compile_dir
         self.compile_only = compile_only
         self.validate_only = validate_only
-        self.placement = placement  # where a CSX run's arrays live (cstorch_jax.SingleDevice/DataParallel)
+        self.placement = placement  # where a CSX run's arrays live (a cstorch_jax.Placement)
+        self.shard_state = False
         self.registry = StateRegistry()
         self.run = RunState(self)
 
@@ -155,19 +156,28 @@ def _make(backend_type: BackendType, args, kwargs) -> Backend:
             raise TypeError(f"cluster_config must be a cstorch.distributed.ClusterConfig, got {type(cfg).__name__}")
         if cfg.num_csx <= 0:
             raise ValueError(f"ClusterConfig.num_csx must be >= 1 on the CSX backend, got {cfg.num_csx}")
-        return Backend(backend_type, given.get("artifact_dir"), cluster_config=cfg,
-                       compile_only=bool(given.get("compile_only", False)),
-                       validate_only=bool(given.get("validate_only", False)),
-                       compile_dir=given.get("compile_dir", "cached_compile"), placement=_placement(cfg))
+        from .backends import csx
+
+        shard_state = csx.cluster.shard_state
+        b = Backend(backend_type, given.get("artifact_dir"), cluster_config=cfg,
+                    compile_only=bool(given.get("compile_only", False)),
+                    validate_only=bool(given.get("validate_only", False)),
+                    compile_dir=given.get("compile_dir", "cached_compile"), placement=_placement(cfg, shard_state))
+        b.shard_state = shard_state  # the flag this backend was made with (cstorch.backends checks later changes)
+        return b
     return Backend(backend_type, given.get("artifact_dir"))
 
 
-def _placement(cfg: ClusterConfig):
+def _placement(cfg: ClusterConfig, shard_state: bool = False):
     """Join the processes of a multi-process run (see `cstorch.distributed.processes`),
-    then place the run on `num_csx` devices: one device, or a data-parallel mesh."""
+    then place the run on `num_csx` devices: one device, a data-parallel mesh, or with
+    `shard_state` (`cstorch.backends.csx.cluster.shard_state`) a data-parallel mesh
+    whose devices each hold a slice of the state."""
     join_from_environment(cfg)
     if cfg.num_csx == 1:
         return cstorch_jax.SingleDevice()
+    if shard_state:
+        return cstorch_jax.FullyShardedDataParallel(cfg.num_csx)
     return cstorch_jax.DataParallel(cfg.num_csx)
 
 

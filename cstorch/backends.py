@@ -24,6 +24,10 @@ does here (the README's flag table says the same):
   H5 writer does (only its S3 writer compresses, with zstd, when the flag is set).
 * `csx.performance.prefetch_batches` (int >= 0, default 2) and `.progress` (True, False,
   "auto"): cstorch's own input pipeline (see `cstorch.utils.data.streamer`).
+* `csx.cluster.shard_state` (bool, default False; cstorch-only): with
+  `ClusterConfig(num_csx=N)`, N > 1, every parameter, buffer and optimizer-state tensor
+  is split over the N devices instead of replicated (FSDP / ZeRO-3, see
+  `cstorch_jax.sharding`). Read when the CSX backend is created.
 * `csx.storage.s3.profile`: reads and sets the AWS_PROFILE environment variable, as the
   real one does (S3 checkpoint paths themselves are not supported).
 * every other flag (`precision.optimization_level`, `performance.max_transfer_bytes`,
@@ -127,6 +131,24 @@ def _own(check: Callable[[Any], bool], accepted: str):
             raise ValueError(f"{path} must be {accepted}, got {v!r}.")
     validate.own = True
     return validate
+
+
+def _shard_state(v, path):
+    """`cluster.shard_state` (cstorch-only): a bool, read when the CSX backend is
+    created; changing it while a CSX backend exists would be silently ignored, so it
+    is refused."""
+    if not isinstance(v, bool):
+        raise ValueError(f"{path} must be True or False, got {v!r}.")
+    from ._backend import backend
+
+    b = backend()
+    if b is not None and b.is_csx and b.shard_state != v:
+        raise RuntimeError(
+            f"{path} is read when the CSX backend is created, and this process's backend was created with "
+            f"shard_state={b.shard_state}: set the flag before cstorch.backend(\"CSX\", ...).")
+
+
+_shard_state.own = True
 
 
 class INI(dict):
@@ -329,6 +351,7 @@ csx = FlagGroup("cstorch.backends.csx", groups={
     }),
     "cluster": FlagGroup("cstorch.backends.csx.cluster", {
         "auto_taint": _Flag(bool, False),
+        "shard_state": _Flag(bool, False, _shard_state),
     }),
     "storage": FlagGroup("cstorch.backends.csx.storage", groups={
         "s3": FlagGroup("cstorch.backends.csx.storage.s3", {"profile": _EnvFlag(Optional[str], "AWS_PROFILE")}),

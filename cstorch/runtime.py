@@ -185,6 +185,19 @@ class RunState:
         if self._device_state is not None:
             self._device_state.sync_to_host(tensors)
 
+    def device_copies_for_writing(self, tensors) -> list:
+        """For a checkpoint written from the devices: the device copy of each tensor
+        (or of the state tensor it views; None where the device holds none), after
+        bringing every other state tensor on the host up to date, so the writer stores
+        the host values of the rest. Collective in a multi-process run."""
+        ds = self._device_state
+        if ds is None:
+            return [None] * len(tensors)
+        arrays = ds.device_arrays(tensors)
+        on_device = {id(a) for a in arrays if a is not None}
+        ds.sync_to_host([t for t, a in zip(ds.tensors, ds.device_arrays(ds.tensors)) if id(a) not in on_device])
+        return arrays
+
     def forget_device_copies(self, tensors) -> None:
         """Between steps of a run: make the next step upload these tensors' host values."""
         if self._device_state is not None:

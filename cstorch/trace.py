@@ -118,8 +118,8 @@ class TracedStep:
             raise RuntimeError(
                 "step.lower() compiles the step for the CSX backend; create it first with cstorch.backend(\"CSX\")."
             )
-        return cstorch_jax.explore.StepReport(self._compile(b, args, kwargs, use_cache=False).executable,
-                                              self.__name__)
+        prog = self._compile(b, args, kwargs, use_cache=False)
+        return cstorch_jax.explore.StepReport(prog.executable, self.__name__, prog.state.names)
 
     @property
     def report(self):
@@ -135,7 +135,7 @@ class TracedStep:
                 self._report_executable = self._compile(_backend.backend(), *self._example_args(self.program),
                                                         use_cache=False).executable
             executable = self._report_executable
-        return cstorch_jax.explore.StepReport(executable, self.__name__)
+        return cstorch_jax.explore.StepReport(executable, self.__name__, self.program.state.names)
 
     @staticmethod
     def _example_args(prog: "_Program") -> tuple:
@@ -172,7 +172,7 @@ class TracedStep:
             repr(in_spec), repr(static_leaves),
             repr([(n, TensorSpec.of(t), t.requires_grad) for n, t in zip(state.names, state.tensors)]),
             repr([TensorSpec.of(t) for t in batch]),
-            f"devices={b.run.placement.num_devices}",
+            f"placement={b.run.placement!r}",  # replicated and sharded programs differ
         ]
         platform = b.run.placement.platform
         return compile_cache.entry_key("\n".join(parts), platform, cstorch_jax.xla_options.compiler_options(platform))

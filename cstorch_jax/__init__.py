@@ -22,11 +22,11 @@ from .errors import (
 from .dtypes import to_jax, to_torch
 from .executable import Executable
 from .jit import JitFunction, jit
-from .placement import DataParallel, SingleDevice, join_processes, process_index
+from .placement import DataParallel, FullyShardedDataParallel, SingleDevice, join_processes, process_index
 from .runtime import DeviceState
 
 __all__ = [
-    "jit", "JitFunction", "capture", "trace_signature", "DataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
+    "jit", "JitFunction", "capture", "trace_signature", "DataParallel", "FullyShardedDataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
     "DeferredTensor", "UncomputedTensor", "LazyTensor", "materialize", "to_jax", "to_torch",
     "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
     "CaptureError",

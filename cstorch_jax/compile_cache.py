@@ -217,9 +217,11 @@ def _prune(folder: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def deserialize(program):
-    """A loaded `jax.stages.Compiled` from `store`'s serialized program."""
+def deserialize(program, devices):
+    """A loaded `jax.stages.Compiled` from `store`'s serialized program, on `devices` (the
+    run's devices, in order; by default JAX would load it onto every device of the
+    process, and a one-device program then expects one input per device)."""
     from jax.experimental import serialize_executable
 
     payload, in_tree, out_tree = program
-    return serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+    return serialize_executable.deserialize_and_load(payload, in_tree, out_tree, execution_devices=devices)

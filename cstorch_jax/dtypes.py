@@ -84,6 +84,11 @@ def to_jax(t: torch.Tensor, name: str = "tensor") -> jax.Array:
     return jax.device_put(host_array(t, name))
 
 
+def host_dtype(dtype: torch.dtype) -> np.dtype:
+    """The numpy dtype of a torch dtype on the host (int64 stays int64)."""
+    return np.dtype(_NUMPY_OF_TORCH[dtype])
+
+
 def to_numpy(a, dtype: torch.dtype) -> np.ndarray:
     """Materialise a device array as numpy with the numpy twin of a torch dtype."""
     return np.asarray(a).astype(_NUMPY_OF_TORCH[dtype], copy=False)

@@ -12,7 +12,9 @@ batch of another shape or dtype is a `StaticGraphError` naming the argument and 
 shapes.
 
 With a `DataParallel` placement the program is compiled for its mesh: state, scalars
-and the RNG key replicated, batch tensors split on dim 0, every output replicated.
+and the RNG key replicated, batch tensors split on dim 0, every output replicated; with
+`FullyShardedDataParallel` each state tensor (and its new value) split as the
+placement's rule says.
 """
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ class Executable:
         if self.placement.platform == "cpu":
             native.gemm_targets()  # the program may call the BLAS custom call
         t0 = time.perf_counter()
-        self.compiled = compile_cache.deserialize(program)
+        self.compiled = compile_cache.deserialize(program, self.placement.devices)
         self.lower_seconds = 0.0
         self.compile_seconds = time.perf_counter() - t0
         self.from_cache = True
@@ -113,16 +115,19 @@ class Executable:
         return compile_cache.store(key, self.captured, self.compiled, self.uses_rng, self.batch_names)
 
     def _shardings(self) -> dict:
-        """`in_shardings`/`out_shardings` for the placement (none on one device)."""
+        """`in_shardings`/`out_shardings` for the placement (none on one device): each
+        state tensor as the placement puts it (its new value placed like the old one),
+        batch tensors split, the RNG key and the outputs replicated."""
         rep = self.placement.state_sharding()
         if rep is None:
             return {}
         c = self.captured
         batch = self.placement.batch_shardings([s.shape for s in c.batch_specs], self.batch_names)
-        n_mut, n_out = len(c.mutated), len(c.output_specs)
+        mutated, kept = (tuple(self.placement.state_sharding(c.state_specs[i].shape) for i in indices)
+                         for indices in (c.mutated, self.kept))
         return {
-            "in_shardings": ((rep,) * n_mut, (rep,) * len(self.kept), tuple(batch), rep),
-            "out_shardings": ((rep,) * n_mut, (rep,) * n_out, rep),
+            "in_shardings": (mutated, kept, tuple(batch), rep),
+            "out_shardings": (mutated, (rep,) * len(c.output_specs), rep),
         }
 
     def jaxpr(self):

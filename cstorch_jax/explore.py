@@ -9,9 +9,11 @@
 * `cost`: XLA's cost analysis of the optimised program: FLOPs (a dot of [m,k]x[k,n] is
   2mkn; elementwise ops count one per element), transcendentals, bytes accessed, and
   the arithmetic intensity flops / bytes;
-* `memory`: XLA's buffer assignment: argument, output and temporary bytes, and the
-  alias bytes: the donated input buffers (mutated state and the RNG key) that the
-  outputs reuse in place;
+* `memory`: XLA's buffer assignment, per device: argument, output and temporary
+  bytes, the alias bytes (the donated input buffers, mutated state and the RNG key,
+  that the outputs reuse in place), the bytes of the state slices each device holds,
+  and `memory.state`: each state tensor's placement (replicated, or split on which
+  dimension over how many devices) and its bytes per device, as compiled;
 * `ops`: one row per (ATen op, module path) with its count; `ops.total` equals
   `num_ops`, the number of op nodes in the captured graph;
 * `summary()` and `draw()` (an SVG of the graph, op nodes grouped by module).
@@ -25,7 +27,7 @@ from __future__ import annotations
 import collections
 import difflib
 import html
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -96,14 +98,78 @@ class Cost(_Fields):
         return [*super()._rows(), ("intensity (flops/byte)", self.intensity)]
 
 
+class StatePlacement:
+    """Where each state input of a compiled program lives: one row per tensor the
+    program takes (name, spec, placement, bytes per device), read from the program's
+    own input shardings. `split` and `replicated` count the tensors of each kind."""
+
+    def __init__(self, rows: list[tuple[str, str, str, int]], num_devices: int):
+        self.rows = rows
+        self.num_devices = num_devices
+
+    @property
+    def split(self) -> int:
+        return sum(1 for r in self.rows if r[2].startswith("split"))
+
+    @property
+    def replicated(self) -> int:
+        return len(self.rows) - self.split
+
+    @property
+    def bytes_per_device(self) -> int:
+        return sum(r[3] for r in self.rows)
+
+    def layout_of(self, name: str) -> str:
+        """The placement of the state tensor `name` ("split dim 0 / 4", "replicated", ...)."""
+        for r in self.rows:
+            if r[0] == name:
+                return r[2]
+        raise KeyError(f"the program takes no state tensor named {name!r}")
+
+    def __str__(self) -> str:
+        return (f"{len(self.rows)} state tensors on {self.num_devices} device(s): {self.split} split, "
+                f"{self.replicated} whole on each device")
+
+    def __repr__(self) -> str:
+        width = max((len(r[0]) for r in self.rows), default=4)
+        lines = [f"  {n:<{width}}  {spec:<16}  {where:<18}  {_bytes(b)}" for n, spec, where, b in self.rows]
+        return "\n".join([str(self), *lines])
+
+    def _repr_html_(self) -> str:
+        rows = [(n, spec, where, _bytes(b)) for n, spec, where, b in self.rows]
+        return (f"<details><summary>{html.escape(str(self))}</summary>"
+                f"{_table(rows, header=['state tensor', 'spec', 'placement', 'bytes per device'])}</details>")
+
+
+def describe_sharding(sharding, shape: tuple) -> str:
+    """A compiled input's placement in words: "one device", "replicated", or the split
+    dimensions ("split dim 0 / 4")."""
+    if sharding.num_devices == 1:
+        return "one device"
+    local = sharding.shard_shape(tuple(shape))
+    split = [f"dim {d} / {g // s}" for d, (g, s) in enumerate(zip(shape, local)) if g != s]
+    return "split " + ", ".join(split) if split else "replicated"
+
+
 @dataclass(frozen=True)
 class Memory(_Fields):
+    """XLA's memory analysis of the program, per device (every device runs the same
+    partitioned program)."""
+
     argument_bytes: int
     output_bytes: int
     temp_bytes: int
     alias_bytes: int  # argument buffers reused by outputs (donation that XLA honoured)
-    donated_bytes: int  # what the program donates: the mutated state and the RNG key
+    donated_bytes: int  # what the program donates: the mutated state and the RNG key (per device)
     generated_code_bytes: int
+    state_bytes: int = 0  # the state inputs' slices one device holds
+    num_devices: int = 1
+    state: StatePlacement | None = field(default=None, compare=False)  # per tensor (the table)
+
+    def _repr_html_(self) -> str:
+        rows = [r for r in self._rows() if r[0] != "state"]
+        table = _table([(k, _bytes(v) if k.endswith("_bytes") else v) for k, v in rows])
+        return table + (self.state._repr_html_() if self.state is not None else "")
 
 
 # -- ops ----------------------------------------------------------------------------------
@@ -166,10 +232,12 @@ class OpTable:
 class StepReport:
     """Everything about one compiled program (see the module docstring)."""
 
-    def __init__(self, executable: Executable, name: str = "step"):
+    def __init__(self, executable: Executable, name: str = "step", state_names=None):
         self.executable = executable
         self.name = name
         self.captured = executable.captured
+        self.state_names = list(state_names) if state_names is not None else [
+            f"state {i}" for i in range(len(self.captured.state_specs))]
 
     # inputs
     @property
@@ -222,12 +290,28 @@ class StepReport:
         return total
 
     @property
+    def state_placement(self) -> StatePlacement:
+        """Each state input's placement and bytes per device, from the compiled program's
+        input shardings (mutated state first, then the state it only reads)."""
+        mutated, kept, _, _ = self.executable.compiled.input_shardings[0]
+        specs, rows = self.captured.state_specs, []
+        indices = (*self.captured.mutated, *self.executable.kept)
+        for i, sharding in zip(indices, (*mutated, *kept)):
+            spec = specs[i]
+            local = TensorSpec(tuple(sharding.shard_shape(spec.shape)), spec.dtype)
+            rows.append((self.state_names[i], str(spec), describe_sharding(sharding, spec.shape), _nbytes(local)))
+        devices = self.executable.compiled.input_shardings[0][3].num_devices
+        return StatePlacement(rows, devices)
+
+    @property
     def memory(self) -> Memory:
         m = self.executable.compiled.memory_analysis()
-        specs = self.captured.state_specs
-        donated = sum(_nbytes(specs[i]) for i in self.captured.mutated) + 8  # + the uint32[2] RNG key
+        state = self.state_placement
+        n_mutated = len(self.captured.mutated)
+        donated = sum(r[3] for r in state.rows[:n_mutated]) + 8  # + the uint32[2] RNG key
         return Memory(int(m.argument_size_in_bytes), int(m.output_size_in_bytes), int(m.temp_size_in_bytes),
-                      int(m.alias_size_in_bytes), donated, int(m.generated_code_size_in_bytes))
+                      int(m.alias_size_in_bytes), donated, int(m.generated_code_size_in_bytes),
+                      state.bytes_per_device, state.num_devices, state)
 
     @property
     def ops(self) -> OpTable:
@@ -246,8 +330,11 @@ class StepReport:
             ("GFLOP per call", f"{cost.flops / 1e9:.4f}"),
             ("bytes accessed", _bytes(cost.bytes_accessed)),
             ("arithmetic intensity (flops/byte)", f"{cost.intensity:.2f}"),
-            ("arguments / outputs / temporaries", f"{_bytes(mem.argument_bytes)} / {_bytes(mem.output_bytes)} / "
-                                                  f"{_bytes(mem.temp_bytes)}"),
+            ("devices", f"{mem.num_devices}"),
+            ("state placement", str(mem.state)),
+            ("state bytes per device", _bytes(mem.state_bytes)),
+            ("arguments / outputs / temporaries per device", f"{_bytes(mem.argument_bytes)} / "
+                                                             f"{_bytes(mem.output_bytes)} / {_bytes(mem.temp_bytes)}"),
             ("donated / aliased", f"{_bytes(mem.donated_bytes)} / {_bytes(mem.alias_bytes)}"),
             ("graph hash", self.captured.graph_hash[:16]),
             ("lower + compile s", f"{self.executable.lower_seconds:.2f} + {self.executable.compile_seconds:.2f}"),
@@ -439,5 +526,5 @@ def diff(a: StepReport, b: StepReport, limit: int = 10) -> GraphDiff:
     return GraphDiff(a, b, limit)
 
 
-__all__ = ["StepReport", "Cost", "Memory", "OpTable", "IRText", "GraphDrawing", "GraphDiff", "diff",
+__all__ = ["StepReport", "Cost", "Memory", "StatePlacement", "describe_sharding", "OpTable", "IRText", "GraphDrawing", "GraphDiff", "diff",
            "module_path"]

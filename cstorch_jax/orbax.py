@@ -6,6 +6,12 @@ dtype including bfloat16, bool and int64, values kept bit-exact) and a JSON-able
 as the item "metadata". `load_arrays(directory)` returns both, arrays as numpy with
 their saved dtypes. Orbax cannot store zero-size arrays: callers keep those in the
 metadata.
+
+A value may also be a `jax.Array` split over the devices of a mesh: orbax then writes
+each slice from the process that holds it (every process of a multi-process run calls
+`save_arrays`). `load_arrays(directory, shardings={name: sharding})` restores those
+names as `jax.Array`s placed by the given shardings, on any mesh (another device count
+than the writer's included): each process reads only its devices' slices.
 """
 from __future__ import annotations
 
@@ -39,7 +45,10 @@ def save_arrays(directory: str, arrays: dict[str, np.ndarray], metadata: dict) -
     ckptr.save(directory, ocp.args.Composite(**items))
 
 
-def load_arrays(directory: str) -> tuple[dict[str, np.ndarray], dict]:
+def load_arrays(directory: str, shardings: dict | None = None) -> tuple[dict, dict]:
+    """(arrays, metadata) of a checkpoint of `save_arrays`: numpy arrays, except the
+    names in `shardings`, restored as jax.Arrays with those shardings."""
+    shardings = shardings or {}
     directory = os.path.abspath(os.fspath(directory))
     ocp, ckptr = _checkpointer()
     present = set(os.listdir(directory))
@@ -50,6 +59,10 @@ def load_arrays(directory: str) -> tuple[dict[str, np.ndarray], dict]:
     names = stored["array_names"]
     if not names:
         return {}, stored["metadata"]
-    restore = {n: ocp.RestoreArgs(restore_type=np.ndarray) for n in names}
+    unknown = sorted(set(shardings) - set(names))
+    if unknown:
+        raise KeyError(f"'{directory}' holds no arrays named {unknown}; it holds {names}.")
+    restore = {n: ocp.ArrayRestoreArgs(sharding=shardings[n]) if n in shardings
+               else ocp.RestoreArgs(restore_type=np.ndarray) for n in names}
     out = ckptr.restore(directory, ocp.args.Composite(**{ARRAYS: ocp.args.PyTreeRestore(restore_args=restore)}))
-    return {n: np.asarray(out[ARRAYS][n]) for n in names}, stored["metadata"]
+    return {n: out[ARRAYS][n] if n in shardings else np.asarray(out[ARRAYS][n]) for n in names}, stored["metadata"]

@@ -7,9 +7,14 @@ the RNG key) and every scalar input is replicated on all n devices; every batch
 tensor with at least one dimension is split on dim 0 into n equal slices. The compiled
 step then computes on the whole global batch, and XLA inserts the cross-device
 reductions that make its result the one-device result up to float summation order.
+`FullyShardedDataParallel(n)` splits the batch the same way and also splits every
+state tensor over the same devices by the rule of `sharding.py` (FSDP / ZeRO-3): each
+device holds 1/n of the state, and XLA inserts the all-gathers and reduce-scatters.
 
 In a multi-process run every process passes the same global host batch and uploads
-only the slices of its own devices; replicated values are read back from a local copy.
+only the slices of its own devices; replicated values are read back from a local copy,
+split ones are gathered first (a collective: every process reads the same arrays in
+the same order).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import numpy as np
 import torch
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from . import sharding
 from .dtypes import host_array
 
 
@@ -36,8 +42,15 @@ class Placement:
         """The platform of the run's devices ("cpu", "gpu", ...)."""
         return jax.devices()[0].platform
 
-    def state_sharding(self):
-        """The sharding of state, scalars and outputs (None: the default device)."""
+    @property
+    def devices(self) -> list:
+        """The devices the run's programs execute on, in mesh order."""
+        raise NotImplementedError
+
+    def state_sharding(self, shape: tuple = ()):
+        """The sharding of a state tensor of `shape`; with no shape, that of a 0-d value
+        (hyper-parameters, the RNG key and the step's outputs are replicated). None: the
+        default device."""
         raise NotImplementedError
 
     def batch_shardings(self, shapes: Sequence[tuple], names: Sequence[str]) -> list:
@@ -47,11 +60,18 @@ class Placement:
         raise NotImplementedError
 
     def put_state(self, hosts: Sequence[np.ndarray]) -> list:
-        return self.put(hosts, [self.state_sharding()] * len(hosts))
+        return self.put(hosts, [self.state_sharding(h.shape) for h in hosts])
 
     def state_arrays(self, tensors: Sequence[torch.Tensor], names: Sequence[str]) -> list:
-        """Replicated device copies of state or scalar tensors."""
+        """Device copies of state or scalar tensors, placed by `state_sharding`."""
         return self.put_state([host_array(t, n) for t, n in zip(tensors, names)])
+
+    def to_host(self, arrays: Sequence[jax.Array]) -> list[np.ndarray]:
+        """Host copies of device arrays (all transfers started before waiting for one)."""
+        for a in arrays:
+            if isinstance(a, jax.Array):
+                a.copy_to_host_async()
+        return [np.asarray(a) for a in arrays]
 
     def batch_arrays(self, tensors: Sequence[torch.Tensor], names: Sequence[str]) -> list:
         """Copies of batch tensors, split as the compiled step expects them."""
@@ -64,7 +84,11 @@ class Placement:
 class SingleDevice(Placement):
     """Everything on JAX's default device (no explicit shardings)."""
 
-    def state_sharding(self):
+    @property
+    def devices(self) -> list:
+        return jax.devices()[:1]
+
+    def state_sharding(self, shape: tuple = ()):
         return None
 
     def batch_shardings(self, shapes: Sequence[tuple], names: Sequence[str]) -> list:
@@ -111,7 +135,11 @@ class DataParallel(Placement):
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
         self.split = NamedSharding(self.mesh, PartitionSpec(self.AXIS))
 
-    def state_sharding(self) -> NamedSharding:
+    @property
+    def devices(self) -> list:
+        return list(self.mesh.devices.flat)
+
+    def state_sharding(self, shape: tuple = ()) -> NamedSharding:
         return self.replicated
 
     def batch_sharding(self, shape: tuple, name: str) -> NamedSharding:
@@ -141,8 +169,42 @@ class DataParallel(Placement):
         return [jax.make_array_from_callback(h.shape, s, lambda index, h=h: h[index])
                 for h, s in zip(hosts, shardings)]
 
+    def to_host(self, arrays: Sequence[jax.Array]) -> list[np.ndarray]:
+        """Host copies; an array split over several processes is first gathered onto
+        every device of the mesh, one array at a time (so the extra device memory is
+        one whole tensor), which is a collective: every process must ask for the same
+        arrays in the same order."""
+        return super().to_host([a if a.is_fully_addressable or a.is_fully_replicated else _gather(a, self.replicated)
+                                for a in arrays])
+
     def __repr__(self) -> str:
         return f"DataParallel({self.num_devices})"
+
+
+class FullyShardedDataParallel(DataParallel):
+    """The batch split on dim 0 as in `DataParallel`, and every state tensor split over
+    the same devices along the dimension `sharding.shard_dim` picks (replicated when
+    no dimension divides evenly): each device holds 1/n of the parameters, buffers and
+    optimizer state (FSDP / ZeRO-3). One mesh axis serves both splits: a second
+    (model) axis would add tensor parallelism, which a rule that sees only shapes
+    cannot choose well, and would not lower the state bytes per device further."""
+
+    def state_sharding(self, shape: tuple = ()) -> NamedSharding:
+        spec = sharding.partition_spec(shape, self.num_devices, self.AXIS)
+        return self.replicated if spec == PartitionSpec() else NamedSharding(self.mesh, spec)
+
+    def __repr__(self) -> str:
+        return f"FullyShardedDataParallel({self.num_devices})"
+
+
+@functools.lru_cache(maxsize=None)
+def _replicate(target: NamedSharding):
+    return jax.jit(lambda x: x, out_shardings=target)
+
+
+def _gather(array: jax.Array, replicated: NamedSharding) -> np.ndarray:
+    """This process's copy of the whole of an array split over several processes."""
+    return np.asarray(_replicate(replicated)(array).addressable_data(0))
 
 
 def join_processes(coordinator_address: str, num_processes: int, process_id: int) -> None:

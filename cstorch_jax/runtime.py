@@ -13,7 +13,9 @@ A write to a tensor whose device copy was newer than the host's (the write would
 used stale values) is refused: the facade syncs such tensors before host code touches
 them.
 The RNG key lives here too and is never reset by a run boundary. The placement
-(`SingleDevice` or `DataParallel`) decides on which devices the arrays live.
+(`SingleDevice`, `DataParallel` or `FullyShardedDataParallel`) decides on which devices
+the arrays live and how each is split; `device_arrays` hands the current device copies
+to code that writes them without a host copy (a sharded orbax checkpoint).
 """
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ import numpy as np
 import torch
 
 from .capture import TensorSpec
-from .dtypes import to_torch
+from .dtypes import host_dtype, to_torch
 from .errors import CstorchError, StaticGraphError
 from .executable import KEY_AVAL
+from .lazy_tensor import LazyTensor
 from .placement import SingleDevice
 
 
@@ -92,20 +95,41 @@ class DeviceState:
                 f"An XLA RNG state is uint32 key data of shape {list(want)}, got {state.dtype} of shape "
                 f"{list(state.shape)}; pass what cstorch.get_rng_state() returned on a CSX backend."
             )
-        (self.rng_key,) = self.placement.put_state([state.astype(np.uint32)])
+        # replicated whatever the placement's rule says of a (2,)-shaped state tensor
+        (self.rng_key,) = self.placement.put([state.astype(np.uint32)], [self.placement.state_sharding()])
 
     def sync_to_host(self, tensors: Optional[Sequence[torch.Tensor]] = None) -> None:
         """Copy every changed device value (or only those of `tensors`) into its torch
         tensor (waits for the device)."""
         keys = set(self._dirty) if tensors is None else {id(t) for t in tensors} & self._dirty
-        for key in keys:  # start every transfer before waiting for the first
-            self._copies[key][0].copy_to_host_async()
+        # in upload order, the same in every process (gathering split arrays is a collective)
+        keys = [key for key in self._tensors if key in keys]
+        hosts = self.placement.to_host([self._copies[key][0] for key in keys])
         with torch.no_grad():
-            for key in sorted(keys):
+            for key, host in zip(keys, hosts):
                 t, array = self._tensors[key], self._copies[key][0]
-                t.copy_(to_torch(array, t.dtype))
+                t.copy_(to_torch(host, t.dtype))
                 self._copies[key] = (array, t._version)  # a read, not an edit
-        self._dirty -= keys
+        self._dirty -= set(keys)
+
+    def device_arrays(self, tensors: Sequence[torch.Tensor]) -> list[Optional[jax.Array]]:
+        """The current device copy of each host tensor, or None where the device holds
+        none. A tensor is matched by its memory (storage, offset, shape, strides,
+        dtype), so a `detach()`ed view in a `state_dict()` finds the state tensor it
+        views. An array is given only where it holds the tensor's dtype (an int64
+        tensor is computed as int32: None)."""
+        held = {_memory_of(t): key for key, t in self._tensors.items()}
+        out = []
+        for t in tensors:
+            key = None if isinstance(t, LazyTensor) else held.get(_memory_of(t))  # a lazy tensor has no memory
+            copy = self._copies.get(key) if key is not None else None
+            out.append(copy[0] if copy is not None and copy[0].dtype == host_dtype(t.dtype) else None)
+        return out
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        """The host tensors whose device copies this state holds, in upload order."""
+        return list(self._tensors.values())
 
     def forget(self, tensors: Sequence[torch.Tensor]) -> None:
         """Drop the device copies of `tensors`: the next step uploads their host values."""
@@ -119,3 +143,7 @@ class DeviceState:
         self.sync_to_host()
         self._copies.clear()
         self._tensors.clear()
+
+
+def _memory_of(t: torch.Tensor) -> tuple:
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)

@@ -9,6 +9,7 @@ Run it from the repository root:
 
     python examples/gpt.py                        # CSX backend, one device
     python examples/gpt.py --num-csx 4            # data parallel over 4 devices
+    python examples/gpt.py --num-csx 4 --shard-state   # ... each device holding 1/4 of the state
     python examples/gpt.py --backend CPU          # the same script as eager PyTorch
     python -m cstorch.distributed.launch --num-processes 2 --devices-per-process 2 \\
         examples/gpt.py --num-csx 4               # 2 processes x 2 devices, on loopback
@@ -16,7 +17,10 @@ Run it from the repository root:
 `--num-csx N` is `ClusterConfig(num_csx=N)`: the compiled step runs on a data-parallel
 mesh of N devices. The global batch (`--batch-size`, a multiple of N) is split on its
 first dimension, the parameters and optimizer state are replicated, and XLA adds the
-gradient reductions, so the loss trajectory is the one-device trajectory. On a CPU-only
+gradient reductions, so the loss trajectory is the one-device trajectory. With
+`--shard-state` (`cstorch.backends.csx.cluster.shard_state = True`, cstorch-only) each
+device holds only a 1/N slice of every parameter and AdamW moment instead, and XLA
+gathers the weights where the step needs them. On a CPU-only
 machine the script asks XLA for N host devices when the environment does not say
 otherwise (`XLA_FLAGS=--xla_force_host_platform_device_count=N`, which must be set
 before JAX starts).
@@ -41,6 +45,8 @@ def parse_args(argv=None):
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--backend", default="CSX", choices=["CSX", "CPU"], type=str.upper)
     p.add_argument("--num-csx", type=int, default=1, help="devices of the data-parallel mesh (CSX only)")
+    p.add_argument("--shard-state", action="store_true",
+                   help="split the parameters and optimizer state over the devices (CSX only)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=16, help="global batch (a multiple of --num-csx)")
     p.add_argument("--seq", type=int, default=64, help="context length in bytes")
@@ -133,6 +139,7 @@ def windows(corpus: torch.Tensor, seq: int) -> torch.utils.data.TensorDataset:
 
 def main(args) -> None:
     if args.backend == "CSX":
+        cstorch.backends.csx.cluster.shard_state = args.shard_state
         config = cstorch.distributed.ClusterConfig(num_csx=args.num_csx)
         backend = cstorch.backend("CSX", cluster_config=config)
     else:
@@ -183,6 +190,8 @@ def main(args) -> None:
     seconds = time.perf_counter() - start
 
     where = f"{args.backend}, num_csx={args.num_csx}" if args.backend == "CSX" else args.backend
+    if args.backend == "CSX" and args.shard_state:
+        where += ", sharded state"
     print(f"trained {args.steps} steps ({where}) in {seconds:.1f} s: {args.steps / seconds:.1f} steps/s")
     if is_main_process():
         if args.report:

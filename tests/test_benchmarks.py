@@ -1,6 +1,8 @@
-"""The step-overhead benchmark runs (tiny sizes) and reports both models; no timing asserts."""
+"""The step-overhead and sharding benchmarks run (tiny sizes) and report what they measure; no
+timing asserts."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -18,3 +20,36 @@ def test_step_overhead_quick():
         for impl in ("cstorch", "jax.jit"):
             assert re.search(rf"^{model}\s+{impl}\s+\d", out, re.M), out
         assert re.search(rf"^{model}\s+ratio cstorch/jax \(median\): \d+\.\d+x .*\(OK,", out, re.M), out
+
+
+def test_sharding_quick_records_its_section(tmp_path):
+    """`benchmarks.sharding --quick` on 2 host devices: both modes, the sharded one with
+    half the state per device, the same loss; its section lands in the markdown file
+    next to what was there."""
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# suite results\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.sharding", "--quick", "--devices", "2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"^N=2 (\w+)\s+state\s+([\d.]+) MiB", proc.stdout, re.M)}
+    assert rows.keys() == {"replicated", "sharded"}, proc.stdout
+    assert rows["sharded"] < 0.6 * rows["replicated"], rows
+    text = out.read_text()
+    assert text.startswith("# suite results\n") and "<!-- section: sharding -->" in text
+    assert re.search(r"^\| 2 \| sharded \|", text, re.M), text
+
+
+def test_owned_sections_are_replaced_and_kept(tmp_path):
+    from benchmarks.sections import kept_sections, replace_section
+
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# suite\n")
+    replace_section(path, "sharding", "first")
+    replace_section(path, "other", "x")
+    replace_section(path, "sharding", "second")
+    text = path.read_text()
+    assert text.count("<!-- section: sharding -->") == 1 and "second" in text and "first" not in text
+    assert kept_sections(path) == ["<!-- section: sharding -->\nsecond\n<!-- end section: sharding -->",
+                                   "<!-- section: other -->\nx\n<!-- end section: other -->"]
+    assert kept_sections(tmp_path / "missing.md") == []

@@ -9,6 +9,8 @@
   `to_torch` is readable by `torch.load(..., weights_only=True)` when it holds only
   tensors and Python values.
 - `info(path)`: what a checkpoint holds.
+- `save_sharded(state_dict, orbax_dir)`: the orbax directory written from the device
+  arrays of a run whose state is split over its devices, no gather (`sharded.py`).
 - `python -m cstorch.checkpoint info|convert ...` on the command line.
 """
 from __future__ import annotations
@@ -20,7 +22,10 @@ from typing import Optional
 from ..storage import FORMATS, detect
 from ..storage.layout import FORMAT_VERSION, LINK, NUMPY, OBJECT, TENSOR, Layout, PickledObject, tensor_dtype
 
-__all__ = ["convert", "to_orbax", "from_orbax", "to_torch", "to_h5", "info", "read_layout", "EntryInfo"]
+from .sharded import save_sharded
+
+__all__ = ["convert", "to_orbax", "from_orbax", "to_torch", "to_h5", "info", "read_layout", "EntryInfo",
+           "save_sharded"]
 
 
 def read_layout(path, allow_pickle: bool = False) -> Layout:
