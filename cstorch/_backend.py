@@ -14,6 +14,7 @@ import torch
 
 import cstorch_jax
 
+from . import backends
 from .distributed.cluster_config import ClusterConfig
 from .distributed.processes import join_from_environment
 from .runtime import RunState
@@ -156,9 +157,7 @@ def _make(backend_type: BackendType, args, kwargs) -> Backend:
             raise TypeError(f"cluster_config must be a cstorch.distributed.ClusterConfig, got {type(cfg).__name__}")
         if cfg.num_csx <= 0:
             raise ValueError(f"ClusterConfig.num_csx must be >= 1 on the CSX backend, got {cfg.num_csx}")
-        from .backends import csx
-
-        shard_state = csx.cluster.shard_state
+        shard_state = backends.csx.cluster.shard_state
         b = Backend(backend_type, given.get("artifact_dir"), cluster_config=cfg,
                     compile_only=bool(given.get("compile_only", False)),
                     validate_only=bool(given.get("validate_only", False)),
@@ -204,6 +203,9 @@ def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
     made.registry, _PENDING = _PENDING, StateRegistry()
     _BACKEND = made
     return _BACKEND
+
+
+backends._current_backend = backend  # the flag checks of the module below ask for the current backend
 
 
 def current_backend(raise_exception: bool = True, raise_warning: bool = True) -> Optional[Backend]:

@@ -133,15 +133,20 @@ def _own(check: Callable[[Any], bool], accepted: str):
     return validate
 
 
+def _current_backend():
+    """The process's backend, or None. This module sits below `cstorch._backend` (which
+    reads the flags when it creates a backend), so `cstorch._backend` installs the real
+    lookup here when it is imported."""
+    return None
+
+
 def _shard_state(v, path):
     """`cluster.shard_state` (cstorch-only): a bool, read when the CSX backend is
     created; changing it while a CSX backend exists would be silently ignored, so it
     is refused."""
     if not isinstance(v, bool):
         raise ValueError(f"{path} must be True or False, got {v!r}.")
-    from ._backend import backend
-
-    b = backend()
+    b = _current_backend()
     if b is not None and b.is_csx and b.shard_state != v:
         raise RuntimeError(
             f"{path} is read when the CSX backend is created, and this process's backend was created with "
@@ -194,9 +199,7 @@ class _EnvFlag(_Flag):
 
 # -- the tree ---------------------------------------------------------------------------------
 def _refuse_during_run(path: str, value) -> None:
-    from ._backend import backend
-
-    b = backend()
+    b = _current_backend()
     if b is not None and b.run.executor is not None:
         raise RuntimeError(
             f"Detected changes in the backend flags during the execution run: {path} was set to {value!r} while "

@@ -22,7 +22,6 @@ IMPORTS = layers.imports()
 _NO_CYCLE = "no cycle: the import can move to module level"
 _LAZY_FACADE = ("no cycle: `import cstorch` (or a facade module) at call time in a trainer module, which sits "
                 "above the facade; it can move to module level")
-_CHECKPOINT_FORMATS = "no cycle: can move to module level with the checkpoint-format registry of issue 19"
 
 #: modules built on the Trainer (they may import it; the Trainer must not import them)
 ABOVE_TRAINER = ("cstorch.legacy18.runners",)
@@ -31,7 +30,6 @@ ABOVE_TRAINER = ("cstorch.legacy18.runners",)
 LOCAL_IMPORTS = {
     ("cstorch_jax.jit", "cstorch_jax.explore"):
         "the report layer is loaded only when a report is asked for (jit(fn).lower)",
-    ("cstorch.backends", "cstorch._backend"): _NO_CYCLE,
     ("cstorch.compiler_hints", "cstorch._backend"): _NO_CYCLE,
     ("cstorch.compiler_hints", "cstorch.backends"): _NO_CYCLE,
     ("cstorch.compiler_hints", "cstorch_jax.capture"): _NO_CYCLE,
@@ -40,13 +38,6 @@ LOCAL_IMPORTS = {
     ("cstorch.utils.profiler", "cstorch._backend"): _NO_CYCLE,
     ("cstorch.utils.data.sampler", "cstorch._backend"): _NO_CYCLE,
     ("cstorch.utils.data.utils", "cstorch._backend"): _NO_CYCLE,
-    ("cstorch.storage", "cstorch._backend"): _CHECKPOINT_FORMATS,
-    ("cstorch.storage", "cstorch.distributed.processes"): _CHECKPOINT_FORMATS,
-    ("cstorch.storage.h5", "cstorch.backends"): _CHECKPOINT_FORMATS,
-    ("cstorch.storage.layout", "cstorch.backends"): _CHECKPOINT_FORMATS,
-    ("cstorch.storage", "cstorch.checkpoint.orbax_format"):
-        "storage importing upward into checkpoint (a package cycle, see test_no_package_cycles): goes away with "
-        "the checkpoint-format registry of issue 19",
     ("cstorch.trainer.loggers", "cstorch.utils.tensorboard"):
         "tensorboard is heavy: it is loaded only when a TensorBoardLogger is set up",
     ("cstorch.trainer.callbacks.checkpoint", "cstorch"): _LAZY_FACADE,
@@ -94,13 +85,11 @@ def test_facade_reaches_jax_only_through_the_engine():
 _RUNNER_CYCLE = ("the Trainer's PyTorchBaseRunner.create dispatches to the 1.8 runner classes built on it, and "
                  "_is_base_model checks for their PyTorchBaseModel; open: move the 1.8 runners into the trainer "
                  "layer or give the Trainer a model protocol and a factory it owns")
-_STORAGE_CYCLE = "storage imports upward into checkpoint; open: the checkpoint-format registry of issue 19"
 
 #: cycles that remain, each with why and what removes it; anything else found is an error
 KNOWN_CYCLES = {
     ("modules", ("cstorch.legacy18.runners", "cstorch.trainer.runner")): _RUNNER_CYCLE,
     ("subpackages", ("cstorch.legacy18", "cstorch.trainer")): _RUNNER_CYCLE,
-    ("subpackages", ("cstorch.checkpoint", "cstorch.storage")): _STORAGE_CYCLE,
 }
 
 

@@ -20,6 +20,7 @@ import os
 
 import torch.utils._pytree as pytree
 
+from .._backend import backend
 from ..storage.layout import TENSOR, flat_keys, layout_of
 from ..storage.orbax_dir import write_orbax
 
@@ -27,8 +28,6 @@ from ..storage.orbax_dir import write_orbax
 def save_sharded(state_dict, directory) -> None:
     """Write `state_dict` as a new cstorch orbax directory, tensors the devices hold
     written from their device shards (see the module docstring)."""
-    from .._backend import backend
-
     directory = os.fspath(directory)
     if os.path.exists(directory):
         raise FileExistsError(f"Checkpoint at '{directory}' already exists. Please delete the checkpoint and run "
