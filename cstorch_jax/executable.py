@@ -22,6 +22,8 @@ import time
 from typing import Sequence
 
 import jax
+import torch
+import torch.utils._pytree as pytree
 
 from . import compile_cache, native
 from .capture import CapturedGraph, TensorSpec
@@ -38,6 +40,13 @@ def _aval(spec: TensorSpec) -> jax.ShapeDtypeStruct:
 
 
 KEY_AVAL = jax.ShapeDtypeStruct((2,), jax.numpy.uint32)
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def computes_in_16_bit(gm: torch.fx.GraphModule) -> bool:
+    """Whether any value of the graph (an input, a node's result) is float16 or bfloat16."""
+    return any(isinstance(v, torch.Tensor) and v.dtype in _HALF
+               for n in gm.graph.nodes for v in pytree.tree_leaves(n.meta.get("val")))
 
 
 class Executable:
@@ -78,7 +87,8 @@ class Executable:
         t0 = time.perf_counter()
         self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(*self._avals)
         t1 = time.perf_counter()
-        self.compiled = self.lowered.compile(compiler_options=compiler_options(self.placement.platform))
+        options = compiler_options(self.placement.platform, computes_in_16_bit(self.graph_module))
+        self.compiled = self.lowered.compile(compiler_options=options)
         self.lower_seconds = t1 - t0
         self.compile_seconds = time.perf_counter() - t1
         self.from_cache = False

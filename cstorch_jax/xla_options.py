@@ -12,21 +12,29 @@ fusion takes a bias gradient (the sum over a convolution's output) but leaves th
 convolution to Eigen (checked in the optimized HLO of the benchmark CNN).
 
 The options change which kernels run, never the math: every one computes the same
-float32 dot, convolution or sum (summation order aside). An option the user sets in
-`XLA_FLAGS` wins over cstorch's value for it.
+float32 dot, convolution or sum (summation order aside). That does not hold for
+YNNPACK's reduction fusions in a program that computes in 16-bit floats: they take the
+elementwise ops around a reduce into the library fusion and lose the float32 opmath of
+the 16-bit chain -- a bfloat16 layer norm's input gradient came out 8x less accurate than
+eager torch's (error against float64 1.79; XLA's own loops 0.22, eager 0.19;
+tests/lowering/test_planted_bugs.py). Such programs (`set_half_dtype`, 16-bit
+tensors) keep YNNPACK for dots only. An option the user sets in `XLA_FLAGS` wins over
+cstorch's value for it.
 """
 from __future__ import annotations
 
 import os
 
-CPU_OPTIONS = {
-    "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE",
-}
+YNN = "xla_cpu_experimental_ynn_fusion_type"
+CPU_OPTIONS = {YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
+CPU_OPTIONS_16_BIT = {YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}  # see the module docstring
 
 
-def compiler_options(platform: str) -> dict[str, str]:
+def compiler_options(platform: str, computes_in_16_bit: bool = False) -> dict[str, str]:
     """The options for `jax.stages.Lowered.compile(compiler_options=...)` on `platform`
-    ("cpu", "gpu", ...), without those the user set in the XLA_FLAGS environment variable."""
-    options = CPU_OPTIONS if platform == "cpu" else {}
+    ("cpu", "gpu", ...) for a program that does (`computes_in_16_bit`) or does not hold
+    float16/bfloat16 values, without those the user set in the XLA_FLAGS environment
+    variable."""
+    options = {} if platform != "cpu" else CPU_OPTIONS_16_BIT if computes_in_16_bit else CPU_OPTIONS
     user = os.environ.get("XLA_FLAGS", "")
     return {k: v for k, v in options.items() if f"--{k}=" not in user}

@@ -201,9 +201,11 @@ FAMILY = ["nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.function
 OPINFO_SAMPLES = 8  # per op and mode, picked as the coverage sweep picks (its default is 4); CI budget
 
 
-def _sample_error(check, op, sample, rtol, atol) -> str | None:
+def _sample_error(prepare, op, sample) -> str | None:
+    from cstorch_jax.coverage.opinfo import check_sample
+
     try:
-        check(op, sample, rtol, atol)
+        check_sample(op, prepare(op, sample, torch.float32), torch.float32)
     except Exception as e:  # noqa: BLE001 - compared with the NCHW path's outcome below
         return f"{type(e).__name__}: {e}"
     return None
@@ -216,23 +218,21 @@ def test_opinfo_family_held_channels_last(name, mode, monkeypatch):
     passes or fails exactly as it does with the pass off (a few samples miss float32's
     1e-5 without the pass already, e.g. conv2d's depthwise unbatched sample 23)."""
     pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (dev extra)")
-    from cstorch_jax.coverage.opinfo import (DEFAULT_TOLERANCE, check_forward_sample, check_grad_sample,
-                                             choose_samples, load_op_db, op_id)
+    from cstorch_jax.coverage.opinfo import choose_samples, load_op_db, op_id, prepare_forward, prepare_grad
 
     ops = [op for op in load_op_db() if op_id(op) == name]
     assert ops, f"no OpInfo named {name}"
     op, grad = ops[0], mode == "grad"
     if grad and not op.supports_autograd:
         pytest.skip(f"{name} is not differentiable")
-    check = check_grad_sample if grad else check_forward_sample
-    rtol, atol = DEFAULT_TOLERANCE[torch.float32]
+    prepare = prepare_grad if grad else prepare_forward
     checked = 0
     for i, sample in enumerate(choose_samples(op, torch.float32, grad, OPINFO_SAMPLES)):
         monkeypatch.setattr(channels_last, "SEEDS", None)
         monkeypatch.delenv(channels_last.ENV, raising=False)
-        error = _sample_error(check, op, sample, rtol, atol)
+        error = _sample_error(prepare, op, sample)
         if error is not None:
             monkeypatch.setenv(channels_last.ENV, "0")
-            assert error == _sample_error(check, op, sample, rtol, atol), f"{name} {mode} sample {i}: {error}"
+            assert error == _sample_error(prepare, op, sample), f"{name} {mode} sample {i}: {error}"
         checked += 1
     assert checked, f"{name} has no {mode} samples"

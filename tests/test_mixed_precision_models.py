@@ -106,19 +106,10 @@ def _train(backend_type, model, batches, loss_fn, half, skip=()):
 
 
 CASES = [(name, half) for half in HALF for name in ("gpt2", "bert", "resnet", "lstm", "attention")]
-# known, not yet explained: strict, so that a fix shows up
-KNOWN_FAILURES = {
-    ("resnet", "float16"): (
-        "open: in float16 with the dynamic scaler, the ResNet's parameters on CSX drift about 6x further from the "
-        "float32 run than eager autocast's (stem.0.weight 4.8e-3 vs 7.9e-4) although losses, loss scale and skipped "
-        "steps agree; in bfloat16 the same model passes"),
-}
 
 
 def _param(name, half):
     marks = [pytest.mark.slow] if name in SLOW else []
-    if (name, half) in KNOWN_FAILURES:
-        marks.append(pytest.mark.xfail(reason=KNOWN_FAILURES[name, half], strict=True))
     return pytest.param(name, half, marks=marks, id=f"{name}-{half}")
 
 

@@ -120,7 +120,8 @@ def test_one_device_ignores_the_flag_and_reports_one_device():
     mem = step.lower(torch.ones(2, 4)).memory
     assert mem.num_devices == 1 and mem.state.split == 0
     assert mem.state.layout_of("model.weight") == "one device"
-    assert mem.state_bytes == (4 * 2 + 2) * 4 and "model.weight" in repr(mem.state)
+    # weight and bias, and the param group's lr and weight decay (0-d float32 state tensors)
+    assert mem.state_bytes == (4 * 2 + 2 + 2) * 4 and "model.weight" in repr(mem.state)
     assert "<details>" in mem._repr_html_()
 
 

@@ -7,15 +7,18 @@ import torch
 
 import cstorch_jax
 from cstorch_jax.placement import SingleDevice
-from cstorch_jax.xla_options import CPU_OPTIONS, compiler_options
-
-YNN = "xla_cpu_experimental_ynn_fusion_type"
+from cstorch_jax.xla_options import CPU_OPTIONS, YNN, compiler_options
 
 
 def test_cpu_options_keep_ynnpack_for_dots_and_reductions():
     assert compiler_options("cpu") == CPU_OPTIONS
     assert CPU_OPTIONS[YNN] == "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"
     assert compiler_options("gpu") == {}
+
+
+def test_programs_computing_in_16_bit_keep_ynnpack_for_dots_only():
+    assert compiler_options("cpu", computes_in_16_bit=True) == {YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+    assert compiler_options("gpu", computes_in_16_bit=True) == {}
 
 
 def test_an_option_set_in_xla_flags_wins(monkeypatch):
@@ -48,6 +51,22 @@ def test_compiled_step_runs_convolutions_outside_ynnpack_and_matches_torch():
     assert any("reduce" in ops for ops in fusions), "the sum over the convolution's output should go to YNNPACK"
     for got, want in zip(step(x, w, v), fn(x, w, v)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_bfloat16_step_leaves_its_reductions_to_xla():
+    """The reduction of a bfloat16 layer norm (and its backward) runs in XLA's own loops,
+    not in a YNNPACK fusion (which loses the float32 opmath there); its dot still goes to
+    YNNPACK."""
+    x, w = torch.randn(64, 768, dtype=torch.bfloat16), torch.randn(768, 16, dtype=torch.bfloat16)
+
+    def fn(x, w):
+        return torch.nn.functional.layer_norm(x, (768,)) @ w
+
+    hlo = str(cstorch_jax.jit(fn).lower(x, w).hlo)
+    fusions = _custom_fusion_ops(hlo)
+    assert any("dot" in ops for ops in fusions), fusions
+    assert not any("reduce" in ops for ops in fusions), fusions
+    assert "reduce(" in hlo
 
 
 def test_single_device_cpu_batches_are_fresh_host_arrays():

@@ -19,11 +19,10 @@ lowering (aten's undefined tensor).
 """
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import torch
 
 from . import conv, pooling
+from .dtype_policy import EXACT, FLOAT32, HALF, accumulates
 from .registry import register
 
 aten = torch.ops.aten
@@ -113,46 +112,41 @@ def _conv_fn(stride, padding, dilation, transposed, output_padding, groups):
 
 
 @register(torch.ops.cstorch.convolution_nhwc.default)
+@accumulates(FLOAT32, operands=HALF)
 def convolution_nhwc(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     y = _conv_fn(stride, padding, dilation, transposed, output_padding, groups)(x, w)
     return y if bias is None else y + bias  # [C] broadcasts over the last (channel) dim
 
 
 @register(torch.ops.cstorch.convolution_backward_nhwc.default)
+@accumulates(FLOAT32, operands=HALF)
 def convolution_backward_nhwc(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
                               groups, output_mask):
     """(grad_input, grad_weight, grad_bias): the exact vjp of the NHWC forward."""
-    _, vjp = jax.vjp(_conv_fn(stride, padding, dilation, transposed, output_padding, groups), x, w)
-    gx, gw = vjp(grad_out)
-    gb = jnp.sum(grad_out, axis=(0, 1, 2)) if output_mask[2] else None
-    return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb)
+    fwd = _conv_fn(stride, padding, dilation, transposed, output_padding, groups)
+    return conv.backward(fwd, grad_out, x, w, output_mask, channel_axis=-1)
 
 
 @register(torch.ops.cstorch.max_pool2d_nhwc.default)
+@accumulates(EXACT)
 def max_pool2d_nhwc(x, kernel_size, stride, padding, dilation, ceil_mode):
     return pooling._max_pool(x, 2, kernel_size, stride, padding, dilation, ceil_mode, channels_last=True)
 
 
 @register(torch.ops.cstorch.max_pool2d_backward_nhwc.default)
+@accumulates(FLOAT32)
 def max_pool2d_backward_nhwc(grad_out, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
     return pooling._max_pool_backward(grad_out, x, indices, 2, kernel_size, stride, padding, dilation,
                                       channels_last=True)
 
 
-def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+@register(torch.ops.cstorch.avg_pool2d_nhwc.default)
+@accumulates(FLOAT32)
+def avg_pool2d_nhwc(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     return pooling._avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
                              channels_last=True)
 
 
-@register(torch.ops.cstorch.avg_pool2d_nhwc.default)
-def avg_pool2d_nhwc(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    return _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-
-
-@register(torch.ops.cstorch.avg_pool2d_backward_nhwc.default)
-def avg_pool2d_backward_nhwc(grad_out, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                             divisor_override):
-    """The exact vjp of the (linear) NHWC forward."""
-    _, vjp = jax.vjp(lambda x_: _avg_pool(x_, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                          divisor_override), x)
-    return vjp(grad_out)[0]
+# the exact vjp of the (linear) NHWC forward
+register(torch.ops.cstorch.avg_pool2d_backward_nhwc.default)(
+    accumulates(FLOAT32)(pooling._avg_pool_backward(2, channels_last=True)))

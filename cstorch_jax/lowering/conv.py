@@ -83,6 +83,18 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
     return y[0] if unbatched else y
 
 
+def backward(fwd, grad_out, x, w, output_mask, channel_axis):
+    """(grad_input, grad_weight, grad_bias) of y = fwd(x, w) + bias, batched, bias
+    broadcast along `channel_axis` of y: the exact vjp of the forward (16-bit operands
+    multiplied as they are and summed in float32, like the forward), the bias gradient
+    the float32 sum of grad_out over every other axis. Masked-off outputs are None."""
+    _, vjp = jax.vjp(lambda x, w: fwd(x, w).astype(grad_out.dtype), x, w)
+    gx, gw = vjp(grad_out)
+    other = tuple(a for a in range(grad_out.ndim) if a != channel_axis % grad_out.ndim)
+    gb = jnp.sum(grad_out, axis=other, dtype=accumulator(grad_out.dtype)) if output_mask[2] else None
+    return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb)
+
+
 @register(aten.convolution_backward.default)
 @accumulates(FLOAT32, operands=HALF)
 def convolution_backward(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
@@ -93,10 +105,7 @@ def convolution_backward(grad_out, x, w, bias_sizes, stride, padding, dilation, 
     if unbatched:
         x, grad_out = x[None], grad_out[None]
     fwd = _conv_fn(nd, stride, padding, dilation, transposed, output_padding, groups)
-    _, vjp = jax.vjp(lambda x, w: fwd(x, w).astype(grad_out.dtype), x, w)
-    gx, gw = vjp(grad_out)
-    gb = jnp.sum(grad_out, axis=(0,) + tuple(range(2, grad_out.ndim)), dtype=accumulator(grad_out.dtype)) \
-        if output_mask[2] else None
-    if unbatched:
+    gx, gw, gb = backward(fwd, grad_out, x, w, output_mask, channel_axis=1)
+    if unbatched and gx is not None:
         gx = gx[0]
-    return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb)
+    return gx, gw, gb

@@ -382,11 +382,11 @@ def avg_pool3d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
     return _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
-def _avg_pool_backward(nd):
+def _avg_pool_backward(nd, channels_last=False):
     def backward(grad_out, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
         """The exact vjp of the (linear) forward."""
         _, vjp = jax.vjp(lambda x_: _avg_pool(x_, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                              divisor_override), x)
+                                              divisor_override, channels_last), x)
         return vjp(grad_out)[0]
 
     return backward

@@ -415,7 +415,7 @@ def _masked_set(x, m, m1, v, w):
     y[m] = v  # one row broadcast to every selected element
     z = x.clone()
     z[:, m1] = w  # one value per selected element, in order
-    a = x.index_put((m,), torch.tensor(1.0), accumulate=True)
+    a = x.index_put((m,), x.new_tensor(1.0), accumulate=True)  # a 0-d tensor of x's dtype
     return x, y, z, a
 
 

@@ -31,11 +31,12 @@ import torch.utils._pytree as pytree
 import cstorch_jax
 from cstorch_jax.coverage.accuracy import error, judge, to_reference
 from cstorch_jax.dtypes import to_jax, to_torch
-from cstorch_jax.lowering import LOWERINGS, conv, linalg, nn, pooling, reduction
+from cstorch_jax.lowering import LOWERINGS, channels_last, conv, linalg, nn, pooling, reduction
 from cstorch_jax.lowering.dtype_policy import ACCUMULATION, EXACT, FLOAT32
 from harness import HALF
 
 aten = torch.ops.aten
+cstorch = torch.ops.cstorch  # the channels-last twins (lowering/channels_last.py)
 FACTOR = 2.0
 _DTYPE_IDS = lambda d: str(d).removeprefix("torch.")  # noqa: E731
 
@@ -80,6 +81,13 @@ def _batch_norm_backward_args():
     x, w = N(256, 16, 8), U(16)
     mean, rstd = x.mean((0, 2)), (x.var((0, 2), unbiased=False) + 1e-5).rsqrt()
     return U(256, 16, 8), x, w, None, None, mean, rstd, True, 1e-5, [True, True, True], torch.empty(0, dtype=torch.uint8)
+
+
+def _max_pool_nhwc_backward():
+    x = torch.zeros(2, 12, 12, 3)  # all ties, as _max_pool_backward; channels last
+    args = [6, 6], [1, 1], [0, 0], [1, 1], False
+    out, idx = cstorch.max_pool2d_nhwc(x, *args)
+    return U(*out.shape), x, *args, idx
 
 
 def _conv_backward_args():
@@ -128,10 +136,18 @@ SAMPLES = {
     aten._trilinear.default: (lambda: (U(16, 64), U(8, 64, 64), U(16, 64), [1, 3], [0], [1, 2], [2, 3]), {}),
     aten.convolution.default: (lambda: (U(4, 256, 16), U(32, 256, 3), U(32), [1], [0], [1], False, [0], 1), {}),
     aten.convolution_backward.default: (_conv_backward_args, {}),
+    cstorch.convolution_nhwc.default: (
+        lambda: (U(2, 8, 8, 256), U(32, 256, 3, 3) / 256, U(32), [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {}),
+    cstorch.convolution_backward_nhwc.default: (
+        lambda: (U(2, 6, 6, 32), U(2, 8, 8, 256), U(32, 256, 3, 3) / 256, [32], [1, 1], [0, 0], [1, 1], False,
+                 [0, 0], 1, [True, True, True]), {}),
     aten.avg_pool2d.default: (lambda: (U(2, 3, 64, 64), [32, 32]), {}),
+    cstorch.avg_pool2d_nhwc.default: (lambda: (U(2, 64, 64, 3), [32, 32], [32, 32], [0, 0], False, True, None), {}),
     aten.avg_pool3d.default: (lambda: (U(2, 3, 16, 16, 16), [16, 16, 16]), {}),
     aten.avg_pool2d_backward.default: (
         lambda: (U(2, 3, 57, 57), U(2, 3, 64, 64), [8, 8], [1, 1], [0, 0], False, True, None), {}),
+    cstorch.avg_pool2d_backward_nhwc.default: (
+        lambda: (U(2, 57, 57, 3), U(2, 64, 64, 3), [8, 8], [1, 1], [0, 0], False, True, None), {}),
     aten.avg_pool3d_backward.default: (
         lambda: (U(1, 2, 9, 9, 9), U(1, 2, 12, 12, 12), [4, 4, 4], [1, 1, 1], [0, 0, 0], False, True, None), {}),
     aten._adaptive_avg_pool2d.default: (lambda: (U(2, 3, 64, 64), [2, 2]), {}),
@@ -140,6 +156,7 @@ SAMPLES = {
     aten._adaptive_avg_pool3d_backward.default: (lambda: (U(2, 3, 2, 2, 2), U(2, 3, 16, 16, 16)), {}),
     aten.max_pool2d_with_indices_backward.default: (lambda: _max_pool_backward(2), {}),
     aten.max_pool3d_with_indices_backward.default: (lambda: _max_pool_backward(3), {}),
+    cstorch.max_pool2d_backward_nhwc.default: (_max_pool_nhwc_backward, {}),
     aten.adaptive_max_pool2d_backward.default: (lambda: _adaptive_max_backward(2), {}),
     aten.adaptive_max_pool3d_backward.default: (lambda: _adaptive_max_backward(3), {}),
     aten.fractional_max_pool2d_backward.default: (lambda: _fractional_backward(2), {}),
@@ -167,6 +184,7 @@ SAMPLES = {
     aten.all.dims: (lambda: (N(32, 4096) > -3, [1]), {}),
     aten.max_pool2d_with_indices.default: (lambda: (N(2, 3, 64, 64), [8, 8], [4, 4]), {}),
     aten.max_pool3d_with_indices.default: (lambda: (N(2, 3, 16, 16, 16), [4, 4, 4], [2, 2, 2]), {}),
+    cstorch.max_pool2d_nhwc.default: (lambda: (N(2, 64, 64, 3), [8, 8], [4, 4], [0, 0], [1, 1], False), {}),
     aten.adaptive_max_pool2d.default: (lambda: (N(2, 3, 64, 64), [3, 3]), {}),
     aten.adaptive_max_pool3d.default: (lambda: (N(2, 3, 16, 16, 16), [3, 3, 3]), {}),
     aten.fractional_max_pool2d.default: (lambda: (N(1, 2, 12, 12), [6, 6], [7, 7], torch.rand(1, 2, 2)), {}),
@@ -189,6 +207,7 @@ EAGER_LESS_ACCURATE = {
     aten._native_batch_norm_legit.no_stats: _BN_STATS,
     aten._batch_norm_with_update_functional.default: _BN_STATS,
     aten.avg_pool2d_backward.default: _SUMS_IN_16_BIT + " (each window's share of the gradient)",
+    cstorch.avg_pool2d_backward_nhwc.default: _SUMS_IN_16_BIT + " (its eager kernel is aten.avg_pool2d_backward)",
     aten._adaptive_avg_pool3d.default: _SUMS_IN_16_BIT + " (the window sum)",
     aten.replication_pad1d_backward.default: _SUMS_IN_16_BIT + " (the gradients of the copies of an edge element)",
     aten.replication_pad2d_backward.default: _SUMS_IN_16_BIT + " (the gradients of the copies of an edge element)",
@@ -264,8 +283,9 @@ def check_accumulation(op, dtype, policy):
 
 def test_every_reduction_declares_its_accumulation():
     """Every lowering of the reduction, normalization/softmax, matmul, convolution and
-    pooling families declares its accumulation, and each declaration has a sample above."""
-    families = {m.__name__ for m in (reduction, nn, linalg, conv, pooling)}
+    pooling families (their channels-last twins too) declares its accumulation, and each
+    declaration has a sample above."""
+    families = {m.__name__ for m in (reduction, nn, linalg, conv, pooling, channels_last)}
     not_reductions = {aten.embedding.default, aten.rrelu_with_noise_backward.default}
     undeclared = sorted(str(op) for op, fn in LOWERINGS.items()
                         if fn.__module__ in families and fn not in ACCUMULATION and op not in not_reductions)
