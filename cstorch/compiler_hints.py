@@ -23,6 +23,12 @@ from typing import Callable, Literal, Optional, Union
 
 import torch
 
+from cstorch_jax.capture import register_decomposition as register_in_capture
+from cstorch_jax.capture import remove_decomposition as remove_from_capture
+
+from ._backend import BackendType
+from .backends import csx
+
 __all__ = ["pol", "current_pol", "device_annotation", "device", "register_decomposition"]
 
 _warned: set = set()
@@ -47,7 +53,6 @@ def pol(level: Optional[int] = None, bwd_level: Optional[int] = None, enable_fwd
 
 def current_pol() -> int:
     """The precision optimization level in effect (the backend flag)."""
-    from .backends import csx
 
     return csx.precision.optimization_level
 
@@ -65,7 +70,6 @@ def device_annotation(device: DeviceType, enable_fwd=True, enable_bwd=True):
 def device(backend_type: str, *args, **kwargs) -> torch.device:
     """The torch device of a backend of this type (extra arguments configure the real
     system's device object and are not used)."""
-    from ._backend import BackendType
 
     t = BackendType.from_str(backend_type) if isinstance(backend_type, str) else backend_type
     return torch.device("cuda") if t.is_gpu else torch.device("cpu")
@@ -98,9 +102,7 @@ def register_decomposition(op: Union[torch._ops.OpOverloadPacket, torch._ops.OpO
     def decorator(fn: Callable) -> Callable:
         for o in overloads:
             if device == "CSX":
-                from cstorch_jax.capture import register_decomposition as register
-
-                register(o, fn)
+                register_in_capture(o, fn)
             else:
                 torch.library.register_kernel(o, "cpu", fn)
         return fn
@@ -112,7 +114,6 @@ def remove_decomposition(op, device: Literal["CSX", "CPU"] = "CSX") -> None:
     """Undo `register_decomposition(op)` on CSX."""
     if str(device).upper() != "CSX":
         raise ValueError("Only CSX decompositions can be removed here (a CPU kernel registration is permanent).")
-    from cstorch_jax.capture import remove_decomposition as remove
 
     for o in _overloads(op):
-        remove(o)
+        remove_from_capture(o)

@@ -3,13 +3,10 @@
 - `cstorch_jax` (the engine) never imports `cstorch` (the facade);
 - the facade reaches jax, jaxlib, optax and orbax only through `cstorch_jax`;
 - no import cycle among the modules of `cstorch`, nor of `cstorch_jax`, counting every
-  import (module level and function-local alike), except those listed in `KNOWN_CYCLES`
-  with their reason (each still open);
+  import (module level and function-local alike);
 - no import cycle among the subpackages of `cstorch` (`cstorch.storage`,
   `cstorch.optim`, ...) nor of `cstorch_jax`;
-- `cstorch.trainer` sits above the rest of the facade: nothing outside it imports it but
-  the layer declared above it (`ABOVE_TRAINER`: the Model Zoo 1.8 runners, a thin layer
-  over the Trainer);
+- `cstorch.trainer` sits above the rest of the facade: nothing outside it imports it;
 - every function-local import of a project module is listed below with its reason
   (third-party imports made lazily, such as h5py or tqdm, are not listed).
 """
@@ -19,35 +16,12 @@ import layers
 
 IMPORTS = layers.imports()
 
-_NO_CYCLE = "no cycle: the import can move to module level"
-_LAZY_FACADE = ("no cycle: `import cstorch` (or a facade module) at call time in a trainer module, which sits "
-                "above the facade; it can move to module level")
-
-#: modules built on the Trainer (they may import it; the Trainer must not import them)
-ABOVE_TRAINER = ("cstorch.legacy18.runners",)
-
 #: (importing module, imported module) -> why the import is inside a function
 LOCAL_IMPORTS = {
     ("cstorch_jax.jit", "cstorch_jax.explore"):
         "the report layer is loaded only when a report is asked for (jit(fn).lower)",
-    ("cstorch.compiler_hints", "cstorch._backend"): _NO_CYCLE,
-    ("cstorch.compiler_hints", "cstorch.backends"): _NO_CYCLE,
-    ("cstorch.compiler_hints", "cstorch_jax.capture"): _NO_CYCLE,
-    ("cstorch.nn.modules", "cstorch.factories"): _NO_CYCLE,
-    ("cstorch.utils.nest", "cstorch._backend"): _NO_CYCLE,
-    ("cstorch.utils.profiler", "cstorch._backend"): _NO_CYCLE,
-    ("cstorch.utils.data.sampler", "cstorch._backend"): _NO_CYCLE,
-    ("cstorch.utils.data.utils", "cstorch._backend"): _NO_CYCLE,
     ("cstorch.trainer.loggers", "cstorch.utils.tensorboard"):
         "tensorboard is heavy: it is loaded only when a TensorBoardLogger is set up",
-    ("cstorch.trainer.callbacks.checkpoint", "cstorch"): _LAZY_FACADE,
-    ("cstorch.trainer.callbacks.logs", "cstorch.metrics"): _LAZY_FACADE,
-    ("cstorch.trainer.callbacks.precision", "cstorch"): _LAZY_FACADE,
-    ("cstorch.trainer.callbacks.precision", "cstorch.amp.optimizer_step"): _LAZY_FACADE,
-    ("cstorch.trainer.step_data", "cstorch"): _LAZY_FACADE,
-    ("cstorch.trainer.runner", "cstorch.legacy18.runners"):
-        "dodges the cycle cstorch.trainer.runner <-> cstorch.legacy18.runners (the Trainer reaching up into the "
-        "1.8 runners built on it; see test_no_module_cycles)",
 }
 
 
@@ -82,22 +56,8 @@ def test_facade_reaches_jax_only_through_the_engine():
     assert not bad, bad
 
 
-_RUNNER_CYCLE = ("the Trainer's PyTorchBaseRunner.create dispatches to the 1.8 runner classes built on it, and "
-                 "_is_base_model checks for their PyTorchBaseModel; open: move the 1.8 runners into the trainer "
-                 "layer or give the Trainer a model protocol and a factory it owns")
-
-#: cycles that remain, each with why and what removes it; anything else found is an error
-KNOWN_CYCLES = {
-    ("modules", ("cstorch.legacy18.runners", "cstorch.trainer.runner")): _RUNNER_CYCLE,
-    ("subpackages", ("cstorch.legacy18", "cstorch.trainer")): _RUNNER_CYCLE,
-}
-
-
 def _check_cycles(package: str, level: str, found: list) -> None:
-    found = {(level, tuple(c)) for c in found}
-    known = {k for k in KNOWN_CYCLES if k[0] == level and layers.within(k[1][0], package)}
-    assert not found - known, f"import cycles among the {level} of {package}: {sorted(found - known)}"
-    assert not known - found, f"listed cycles that no longer exist (remove them from KNOWN_CYCLES): {known - found}"
+    assert not found, f"import cycles among the {level} of {package}: {found}"
 
 
 @pytest.mark.parametrize("package", ["cstorch", "cstorch_jax"])
@@ -113,7 +73,6 @@ def test_no_package_cycles(package):
 def test_trainer_sits_above_the_facade():
     bad = [f"{i.source}:{i.line} imports {i.target}" for i in IMPORTS
            if layers.within(i.source, "cstorch") and not layers.within(i.source, "cstorch.trainer")
-           and not any(layers.within(i.source, m) for m in ABOVE_TRAINER)
            and layers.within(i.target, "cstorch.trainer")]
     assert not bad, bad
 

@@ -1,6 +1,9 @@
-"""`cstorch.legacy18`: the APIs of release 1.8, as thin layers over today's engine.
+"""`cstorch.legacy18`: the "experimental" porting API of release 1.8, as a thin layer over
+today's engine (the Model Zoo 1.8 runner classes of the same release are part of the
+Trainer layer: `cstorch.trainer.runner`, `.device_runners`, `.base_model`; the top-level
+`modelzoo` package serves them under the Model Zoo 1.8 module paths).
 
-1. The "experimental" porting API (`import cerebras_pytorch.experimental as cstorch`,
+The porting API (`import cerebras_pytorch.experimental as cstorch`,
    the `cerebras_pytorch` package aliases this one). Every name maps onto the 2.x
    public API; nothing runs a step, an optimizer or a checkpoint by itself:
 
@@ -27,11 +30,6 @@
        metrics.AccuracyMetric(name,             cstorch.metrics.*            metrics
          compute_on_system), PerplexityMetric,
          compute_all_metrics
-
-2. The Model Zoo 1.8 runner classes (`runners`): `PyTorchBaseModel`, `PyTorchRunner`,
-   `PyTorchCSCompiler`, `PyTorchCSRunner`, subclasses of the runner of
-   `cstorch.trainer.runner` (which runs on the `Trainer`); the top-level `modelzoo`
-   package serves them under the Model Zoo 1.8 module paths.
 
 Why a package of its own: the names clash with the 2.x ones they are built on
 (`compile`, `DataLoader`, `Optimizer`, ...) and have other signatures, and

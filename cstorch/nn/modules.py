@@ -34,6 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import functional as CF
+from ..factories import make_constant
 
 __all__ = [
     "BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyLoss", "CTCLoss", "DiceCELoss", "DiceLoss",
@@ -112,8 +113,6 @@ class MultiMarginLoss(_Autogen, nn.Module):
         self._set_autogen(use_autogen)
 
     def forward(self, x, y):
-        from ..factories import make_constant
-
         weight = make_constant(self.weight) if self.weight is not None else None  # not state: a constant
         return F.multi_margin_loss(x, y.long(), p=self.p, margin=self.margin, weight=weight, reduction=self.reduction)
 

@@ -19,6 +19,8 @@ from .build import configure_trainer_from_config, run_trainer
 from .config import ConfigError
 from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
 from .registry import register_data_processor, register_model
+from .base_model import PyTorchBaseModel
+from .device_runners import PyTorchCSCompiler, PyTorchCSRunner, PyTorchRunner
 from .runner import PyTorchBaseRunner, run
 from .trainer import Trainer
 
@@ -27,5 +29,5 @@ __all__ = [
     "Checkpoint", "KeepNCheckpoints", "Logging", "MixedPrecision", "ModelEvalMetrics", "TrainingLoop",
     "ValidationLoop", "Logger", "TensorBoardLogger", "CSVLogger", "ProgressLogger", "ConfigError",
     "configure_trainer_from_config", "run_trainer", "register_model", "register_data_processor",
-    "PyTorchBaseRunner", "run",
+    "PyTorchBaseRunner", "PyTorchBaseModel", "PyTorchRunner", "PyTorchCSCompiler", "PyTorchCSRunner", "run",
 ]

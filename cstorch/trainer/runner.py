@@ -80,9 +80,12 @@ captured, and what they do to the data and the state is compiled into the step (
 Python side effect, a print or a counter, happens once). On CPU/GPU they run every step.
 The other hooks run on the host every step/epoch on every device.
 
-The Model Zoo 1.8 classes built on this one (`PyTorchRunner`, `PyTorchCSCompiler`,
-`PyTorchCSRunner`, and the `PyTorchBaseModel` a runner may be given) live in
-`cstorch.legacy18.runners`; `PyTorchBaseRunner.create` is their factory.
+The Model Zoo 1.8 device runners built on this one (`PyTorchRunner`,
+`PyTorchCSCompiler`, `PyTorchCSRunner`) live in `cstorch.trainer.device_runners`, the
+`PyTorchBaseModel` a runner may be given in `cstorch.trainer.base_model`.
+`PyTorchBaseRunner.create` is the factory: a device runner class registers itself
+(`device_runner=True` in its class statement) and says which params it serves
+(`serves(params)`); `create` builds the one that serves the params.
 
 Params. `params` is the legacy flat dict (`train_input`, `eval_input`, `model`,
 `optimizer`, `runconfig`, `sparsity`) or a `trainer:` dict; the legacy format is
@@ -104,7 +107,7 @@ import copy
 import functools
 import inspect
 import os
-from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 
@@ -112,6 +115,7 @@ import cstorch
 
 from . import build
 from . import config as _config
+from .base_model import PyTorchBaseModel
 from .callbacks.base import Callback
 from .callbacks.logs import ModelEvalMetrics
 from .callbacks.loop import TrainingLoop, ValidationLoop
@@ -121,8 +125,8 @@ from .legacy import convert_legacy, is_legacy
 from .specs import InitSpec
 from .trainer import Trainer
 
-if TYPE_CHECKING:
-    from cstorch.legacy18.runners import PyTorchBaseModel
+#: the device runner classes (`device_runner=True`), in the order they were defined
+_DEVICE_RUNNERS: list[type] = []
 
 
 class _StandInModel(torch.nn.Module):
@@ -251,12 +255,6 @@ class _RunnerHooks(Callback):
         self.runner.on_checkpoint_saved(ckpt_path, self.saved_step)
 
 
-def _is_base_model(value) -> bool:
-    from cstorch.legacy18.runners import PyTorchBaseModel
-
-    return isinstance(value, PyTorchBaseModel)
-
-
 def _as_loader(value, what: str) -> cstorch.utils.data.DataLoader:
     """A cstorch DataLoader as is; a torch DataLoader or another re-iterable of batches wrapped."""
     if isinstance(value, cstorch.utils.data.DataLoader):
@@ -304,9 +302,14 @@ class PyTorchBaseRunner:
     `base_dir`: the folder relative `path/to/file.py:Class` names in `params` are taken
     from (the params file's folder; None: the working directory)."""
 
-    def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module], "PyTorchBaseModel"], params: dict,
+    def __init_subclass__(cls, device_runner: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if device_runner:
+            _DEVICE_RUNNERS.append(cls)
+
+    def __init__(self, model: Union[torch.nn.Module, Callable[[], torch.nn.Module], PyTorchBaseModel], params: dict,
                  *, callbacks: Optional[list] = None, loggers: Optional[list] = None, base_dir: Optional[str] = None):
-        if callable(model) and not isinstance(model, torch.nn.Module) and not _is_base_model(model):
+        if callable(model) and not isinstance(model, torch.nn.Module) and not isinstance(model, PyTorchBaseModel):
             factory = model
             model = lambda: self._adopt(factory())  # noqa: E731  (built by the Trainer)
         else:
@@ -327,23 +330,26 @@ class PyTorchBaseRunner:
     def _adopt(self, model):
         """The torch module to run: a 1.8 PyTorchBaseModel's module (the model gets this
         runner, whose optimizer and schedulers it reports), or `model` itself."""
-        if _is_base_model(model):
+        if isinstance(model, PyTorchBaseModel):
             model.runner = self
             return model.model
         return model
 
     @classmethod
     def create(cls, model_fn: Callable[[dict], torch.nn.Module], params: dict, **kwargs) -> "PyTorchBaseRunner":
-        """On PyTorchBaseRunner itself, the 1.8 factory: the PyTorchRunner (CPU/GPU),
-        PyTorchCSCompiler (CSX, compile/validate only) or PyTorchCSRunner (CSX) that
-        `params["runconfig"]` asks for, on the PyTorchBaseModel of `model_fn(params)`
-        (`cstorch.legacy18.runners`). On a subclass: that runner, for the model
+        """On PyTorchBaseRunner itself, the 1.8 factory: the device runner that serves
+        `params` (PyTorchRunner for CPU/GPU, PyTorchCSCompiler for CSX compile/validate
+        only, PyTorchCSRunner for CSX: `cstorch.trainer.device_runners`), on the
+        PyTorchBaseModel of `model_fn(params)`. On a subclass: that runner, for the model
         `model_fn(params)`."""
         if cls is PyTorchBaseRunner:
-            from cstorch.legacy18.runners import create_runner
-
-            return create_runner(model_fn, params, **kwargs)
+            cls = next(c for c in _DEVICE_RUNNERS if c.serves(params))
         return cls._create(model_fn, params, **kwargs)
+
+    @classmethod
+    def serves(cls, params: dict) -> bool:
+        """Whether this device runner runs what `params` ask for (device runners only)."""
+        raise NotImplementedError(f"{cls.__name__} is not a device runner")
 
     @classmethod
     def _create(cls, model_fn: Callable[[dict], torch.nn.Module], params: dict, **kwargs) -> "PyTorchBaseRunner":

@@ -3,10 +3,13 @@ outputs, its loss, and a batch's size and micro-batches (`TrainingLoop.grad_accu
 or on CSX `cstorch.backends.csx.performance.micro_batch_size`)."""
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
 import torch.utils._pytree as pytree
+
+import cstorch
 
 
 def as_outputs(out) -> dict:
@@ -45,10 +48,6 @@ def micro_batch_count(size: Optional[int], grad_accum_steps: int, backend) -> in
     (gradients summed, loss averaged: the full batch's step), and `grad_accum_steps` is
     ignored, as on the real system. Otherwise (CPU/GPU, or "auto"/"explore"/None) the
     step splits the batch into `grad_accum_steps` micro-batches."""
-    import warnings
-
-    import cstorch
-
     mbs = cstorch.backends.csx.performance.micro_batch_size
     if backend is None or not backend.is_csx or isinstance(mbs, str) or mbs is None:
         n, why = grad_accum_steps, f"grad_accum_steps={grad_accum_steps} splits every batch into {grad_accum_steps} " \

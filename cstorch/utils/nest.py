@@ -26,6 +26,8 @@ from typing import Any, Callable, Dict, Generator, List, Optional, Tuple, Union
 import torch
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
+from .._backend import current_torch_device, use_cs
+
 TScope = List[str]
 TNested = Union[Any, list, tuple, dict]
 TSelectFn = Callable[[Any], bool]
@@ -142,8 +144,6 @@ def visit_device_tensors(data_structure: TNested, device_type: str, strict: bool
 
 
 def _is_lazy(x) -> bool:
-    from .._backend import current_torch_device, use_cs
-
     return isinstance(x, torch.Tensor) and use_cs() and x.device == current_torch_device()
 
 

@@ -26,6 +26,8 @@ import copy
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Optional, Type
 
+from .._backend import backend
+
 from .tracker import RateTracker
 
 
@@ -83,7 +85,6 @@ class RateTrackerActivity(Activity):
 
     def _as_of(self) -> int:
         """The step whose values are read: the running closure's, else the last one."""
-        from .._backend import backend
 
         b = backend()
         step = b.run.closure_iteration if b is not None else None

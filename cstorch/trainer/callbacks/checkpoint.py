@@ -21,6 +21,8 @@ import re
 import time
 from typing import Optional
 
+import cstorch
+
 from .base import Callback, CoreCallback
 
 log = logging.getLogger("cstorch.trainer")
@@ -95,7 +97,6 @@ class Checkpoint(CoreCallback):
     def check_version(self, state_dict: dict, path: str) -> None:
         """With `strict_version`, a checkpoint written by another major.minor version of
         cstorch (its `__metadata__`) is refused."""
-        import cstorch
 
         metadata = state_dict.get("__metadata__")
         versions = [m.get("version") for m in metadata if isinstance(m, dict)] if isinstance(metadata, list) else []

@@ -6,6 +6,8 @@ import logging
 import sys
 import warnings
 
+from cstorch.metrics import Metric
+
 from .base import Callback, CoreCallback
 
 log = logging.getLogger("cstorch.trainer")
@@ -58,8 +60,6 @@ class ModelEvalMetrics(Callback):
     model that was updated, under the metric's name, then reset it for the next validation."""
 
     def on_validate_end(self, trainer, model, loop):
-        from cstorch.metrics import Metric
-
         values = {}
         for module in model.modules():
             if isinstance(module, Metric) and module.num_updates > 0:

@@ -20,6 +20,9 @@ from typing import Optional, Union
 
 import torch
 
+import cstorch
+from cstorch.amp.optimizer_step import clip_grad_norm
+
 from .base import CoreCallback
 
 log = logging.getLogger("cstorch.trainer")
@@ -65,8 +68,6 @@ class MixedPrecision(CoreCallback):
         self.grad_scaler = None
 
     def setup(self, trainer):
-        import cstorch
-
         cstorch.amp.enable_mixed_precision(self.enabled)
         if self.enabled:
             half = self.fp16_type
@@ -83,7 +84,6 @@ class MixedPrecision(CoreCallback):
 
     def autocast(self):
         """The context the forward runs under."""
-        import cstorch
 
         if not self.enabled:
             return contextlib.nullcontext()
@@ -98,7 +98,6 @@ class MixedPrecision(CoreCallback):
     def clip_and_step(self, optimizer) -> None:
         """Unscale, clip, step the optimizer (through the scaler, which skips non-finite
         steps) and update the loss scale."""
-        from cstorch.amp.optimizer_step import clip_grad_norm
 
         if self.grad_scaler is not None:
             self.grad_scaler.unscale_(optimizer)

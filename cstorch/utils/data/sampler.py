@@ -28,6 +28,8 @@ from typing import Iterable, Iterator, Optional
 
 import torch
 
+from ..._backend import use_cs
+
 from ...distributed.streaming import get_streaming_rank, num_streamers
 
 
@@ -200,8 +202,6 @@ class DistributedSampler(torch.utils.data.Sampler):
     def __init__(self, data_source, shuffle: bool = True, seed: Optional[int] = None, start_index: int = 0,
                  shard: bool = True, batch_size: Optional[int] = None, drop_last: bool = True,
                  num_samples: Optional[int] = None, pad_last: bool = False):
-        from ..._backend import use_cs
-
         if use_cs() and not drop_last and not pad_last:
             raise ValueError(
                 "Running on CSX requires all batches to have the same batch size. Setting `drop_last=False` and "

@@ -11,6 +11,8 @@ from typing import Iterator, List, Optional
 import torch
 import torch.utils._pytree as pytree
 
+from ..._backend import use_cs
+
 
 @dataclass
 class Schedule:
@@ -204,8 +206,6 @@ def infer_batch_size(data, batch_size: Optional[int] = None, *, is_csx: Optional
     tensor has size 1 (a batch of Python numbers).
     """
     if is_csx is None:
-        from ..._backend import use_cs
-
         is_csx = use_cs()
     sizes = {t.shape[0] if t.dim() > 0 else 1
              for t in pytree.tree_leaves(data) if isinstance(t, torch.Tensor)}

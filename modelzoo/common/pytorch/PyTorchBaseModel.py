@@ -1,4 +1,4 @@
-"""Model Zoo 1.8 path of `PyTorchBaseModel` (`cstorch.legacy18.runners`)."""
-from cstorch.legacy18.runners import PyTorchBaseModel
+"""Model Zoo 1.8 path of `PyTorchBaseModel` (`cstorch.trainer.base_model`)."""
+from cstorch.trainer.base_model import PyTorchBaseModel
 
 __all__ = ["PyTorchBaseModel"]

@@ -1,5 +1,5 @@
-"""The Model Zoo 1.8 runner classes (seeds/000_PyTorch_Runners.txt) over the runner of
-`cstorch.trainer.runner`, which runs on the `Trainer`:
+"""The Model Zoo 1.8 device runner classes (seeds/000_PyTorch_Runners.txt) over the runner
+of `cstorch.trainer.runner`, which runs on the `Trainer`:
 
     class                       what it runs                      built by create() when
     --------------------------  --------------------------------  -------------------------------
@@ -14,94 +14,29 @@
 Each is a `PyTorchBaseRunner` (hooks, overridable steps and drivers: see
 `cstorch.trainer.runner`) whose device is fixed: it writes its device (and, for the
 compiler, compile_only) into a copy of the legacy flat `params`, and refuses params that
-ask for another device. `PyTorchBaseRunner.create(model_fn, params)` is the 1.8
-factory: it builds the `PyTorchBaseModel` (from `model_fn(params)`) and the runner
-above; `SomeRunner.create(model_fn, params)` builds that class. Custom runners
+ask for another device. Each class declares the kind of run it serves (`runner_kind`:
+"device", "system", "compiler"), which registers it with `PyTorchBaseRunner`, whose
+`create(model_fn, params)` is the 1.8 factory: it builds the `PyTorchBaseModel`
+(`cstorch.trainer.base_model`, from `model_fn(params)`) and the runner of the kind the
+params ask for (`runner_kind(params)`); `SomeRunner.create(model_fn, params)` builds
+that class. The package `cstorch.trainer` imports this module, so the classes are
+registered whenever the base runner can be used. Custom runners
 subclass one of these (or the base) and override hooks, calling super(); `run()` uses
 them when the factory returns them (the seed's "modify create": assign
 `PyTorchBaseRunner.create`) or through its `runner_cls` argument.
-
-`PyTorchBaseModel(params, model_fn, device=None)`: the model a runner runs, as 1.8
-wrapped it: `model_fn(params)` (or a torch.nn.Module) built after seeding with
-`runconfig.seed`; `.model` / `.torch_model` is the module, `__call__` its forward,
-`train()` / `eval()` set its mode. Its optimizer and learning-rate scheduler are the
-runner's, built by the Trainer from `params["optimizer"]` (one set of optimizers):
-`get_optimizer()` / `get_lr_scheduler()` return them once a runner was built on the
-model (None before, and when the run does not train).
 """
 from __future__ import annotations
 
 import copy
-import inspect
-from typing import Callable, Optional, Union
 
 import torch
 
 import cstorch
-from cstorch.trainer.config import ConfigError
-from cstorch.trainer.legacy import is_legacy
-from cstorch.trainer.runner import PyTorchBaseRunner
 
-
-def _seed(params: dict) -> None:
-    seed = (params.get("runconfig") or {}).get("seed")
-    if seed is not None:
-        torch.manual_seed(seed)
-
-
-class PyTorchBaseModel:
-    """The model a 1.8 runner runs (module doc)."""
-
-    def __init__(self, params: dict, model_fn: Union[Callable[[dict], torch.nn.Module], torch.nn.Module],
-                 device: Optional[torch.device] = None):
-        if isinstance(model_fn, torch.nn.Module):
-            module = model_fn
-        else:
-            _seed(params)
-            module = model_fn(params)
-        if not isinstance(module, torch.nn.Module):
-            raise TypeError(f"PyTorchBaseModel: model_fn(params) must return a torch.nn.Module, got "
-                            f"{type(module).__name__}")
-        self.params = params
-        self.torch_model = self.model = module
-        self.device = device
-        runconfig = params.get("runconfig") or {}
-        self.mode = runconfig.get("mode", "train")
-        self.mixed_precision = bool((params.get("model") or {}).get("mixed_precision", False))
-        self.runner: Optional[PyTorchBaseRunner] = None  # set by the runner built on this model
-
-    def get_optimizer(self):
-        """The runner's optimizer (None before a runner exists or when it does not train)."""
-        return self.runner.optimizer if self.runner is not None else None
-
-    def get_lr_scheduler(self):
-        """The runner's learning-rate scheduler (None when there is none; the list when
-        the params configure several)."""
-        schedulers = self.runner.lr_schedulers if self.runner is not None else []
-        return None if not schedulers else schedulers[0] if len(schedulers) == 1 else list(schedulers)
-
-    def train(self) -> None:
-        self.model.train()
-        self.mode = "train"
-
-    def eval(self) -> None:
-        self.model.eval()
-        self.mode = "eval"
-
-    def __call__(self, *args, **kwargs):
-        return self.model(*args, **kwargs)
-
-
-def base_model(model_fn, params: dict, device: Optional[torch.device] = None) -> PyTorchBaseModel:
-    """The PyTorchBaseModel of 1.8's create: `model_fn` is a PyTorchBaseModel subclass
-    (built as `model_fn(params)`), or returns a torch.nn.Module or a PyTorchBaseModel."""
-    if inspect.isclass(model_fn) and issubclass(model_fn, PyTorchBaseModel):
-        return model_fn(params)
-    if isinstance(model_fn, torch.nn.Module):
-        return PyTorchBaseModel(params, model_fn, device)
-    _seed(params)
-    built = model_fn(params)
-    return built if isinstance(built, PyTorchBaseModel) else PyTorchBaseModel(params, built, device)
+from .base_model import base_model
+from .config import ConfigError
+from .legacy import is_legacy
+from .runner import PyTorchBaseRunner
 
 
 def _runconfig(params: dict) -> dict:
@@ -143,8 +78,17 @@ def _on_device(params: dict, target: str, runner: str) -> dict:
     return params
 
 
-class PyTorchRunner(PyTorchBaseRunner):
+class PyTorchRunner(PyTorchBaseRunner, device_runner=True):
     """Runs on CPU (`device` "cpu") or GPU ("cuda"): eager PyTorch, every hook every step."""
+
+    @classmethod
+    def serves(cls, params: dict) -> bool:
+        if target_device(params) == "CSX":
+            return False
+        if compiles_only(params):
+            raise ConfigError(f"compile_only / validate_only compile for the Cerebras system; the target device is "
+                              f"{target_device(params)}: target CSX.")
+        return True
 
     def __init__(self, device, model, params: dict, **kwargs):
         self.device = torch.device(device if device is not None else "cpu")
@@ -159,8 +103,12 @@ class PyTorchRunner(PyTorchBaseRunner):
         return cls(device, base_model(model_fn, params, device), params, **kwargs)
 
 
-class PyTorchCSRunner(PyTorchBaseRunner):
+class PyTorchCSRunner(PyTorchBaseRunner, device_runner=True):
     """Trains and evaluates on the Cerebras system (CSX): the steps are compiled."""
+
+    @classmethod
+    def serves(cls, params: dict) -> bool:
+        return target_device(params) == "CSX" and not compiles_only(params)
 
     def __init__(self, model, params: dict, **kwargs):
         if compiles_only(params):
@@ -173,9 +121,13 @@ class PyTorchCSRunner(PyTorchBaseRunner):
         return cls(base_model(model_fn, params), params, **kwargs)
 
 
-class PyTorchCSCompiler(PyTorchBaseRunner):
+class PyTorchCSCompiler(PyTorchBaseRunner, device_runner=True):
     """Compiles the model for the Cerebras system and runs nothing (compile_only, or
     validate_only when the params say so): each driver compiles its step(s) once."""
+
+    @classmethod
+    def serves(cls, params: dict) -> bool:
+        return target_device(params) == "CSX" and compiles_only(params)
 
     def __init__(self, model, params: dict, **kwargs):
         compiles_only(params)  # both set: an error
@@ -190,19 +142,4 @@ class PyTorchCSCompiler(PyTorchBaseRunner):
         return cls(base_model(model_fn, params), params, **kwargs)
 
 
-def create_runner(model_fn, params: dict, **kwargs) -> PyTorchBaseRunner:
-    """1.8's `PyTorchBaseRunner.create`: the runner of the params' device (module doc)."""
-    only = compiles_only(params)
-    target = target_device(params)
-    if target == "CSX":
-        cls = PyTorchCSCompiler if only else PyTorchCSRunner
-    elif only:
-        raise ConfigError(f"compile_only / validate_only compile for the Cerebras system; the target device is "
-                          f"{target}: target CSX.")
-    else:
-        cls = PyTorchRunner
-    return cls._create(model_fn, params, **kwargs)
-
-
-__all__ = ["PyTorchBaseModel", "PyTorchRunner", "PyTorchCSCompiler", "PyTorchCSRunner", "create_runner",
-           "base_model"]
+__all__ = ["PyTorchRunner", "PyTorchCSCompiler", "PyTorchCSRunner"]
