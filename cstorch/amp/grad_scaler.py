@@ -9,7 +9,8 @@ Dynamic (`loss_scale="dynamic"`): the state is four tensors, `loss_scale` (float
 is finite when the global norm of the unscaled gradients is below inf (a NaN or inf
 anywhere makes it infinite). A non-finite step leaves the parameters and optimizer
 state as they were (`torch.where` on every tensor the optimizer owns) and counts as
-skipped; schedulers do not advance either. `update()` then:
+skipped; schedulers do not advance either (the finite check is
+`clip_gradients_and_return_isfinite`). `update()` then applies `update_scale`:
 
     steps += 1;  overflows += not finite
     if overflows / steps > overflow_tolerance:  scale /= 2;  steps = overflows = 0
@@ -149,19 +150,27 @@ class GradScaler:
                     if self.dynamic:
                         self._squared_norms.append(torch.sum(p.grad.float() * p.grad.float()))
 
-    def _check_finite(self) -> torch.Tensor:
-        """isfinite of the global gradient norm; applies the deprecated built-in clipping."""
-        norms = self._squared_norms or [torch.zeros((), dtype=torch.float32)]
-        global_norm = torch.sqrt(torch.sum(torch.stack(norms)))
-        isfinite = global_norm < float("inf")
-        if self._max_gradient_norm:
-            coef = torch.clamp(self._max_gradient_norm / (global_norm + 1e-6), max=1.0)
-            for opt in self._optimizers():
-                for group in opt.param_groups:
-                    for p in group["params"]:
-                        if p.grad is not None:
-                            p.grad.mul_(coef)
-        return isfinite
+    def clip_gradients_and_return_isfinite(self, optimizers) -> torch.Tensor:
+        """Whether this step's gradients are finite: a bool 0-d tensor, `global_norm < inf`,
+        also kept as `self.isfinite` (the decision `step_if_finite` applies). The global L2
+        norm is that of the gradients `unscale_` divided this step (dynamic scaling
+        records them); where none were recorded (static scaling, nothing unscaled yet) it
+        is that of the current gradients of `optimizers`. With the deprecated
+        `max_gradient_norm`, the gradients of `optimizers` are then multiplied by
+        min(1, max_gradient_norm / (norm + 1e-6)), torch's clip_grad_norm_ rule. Tensor
+        math only (no host read): it runs the same eagerly and inside a traced step."""
+        optimizers = list(optimizers)
+        grads = [p.grad for opt in optimizers for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        with torch.no_grad():
+            norms = self._squared_norms or [torch.sum(g.float() * g.float()) for g in grads]
+            norms = norms or [torch.zeros((), dtype=torch.float32)]
+            global_norm = torch.sqrt(torch.sum(torch.stack(norms)))
+            self.isfinite = global_norm < float("inf")
+            if self._max_gradient_norm:
+                coef = torch.clamp(self._max_gradient_norm / (global_norm + 1e-6), max=1.0)
+                for g in grads:
+                    g.mul_(coef.to(g.dtype))
+        return self.isfinite
 
     def step(self, optimizer, *args, **kwargs):
         """Unscale (if not done yet) and step `optimizer`; with dynamic scaling a step
@@ -172,7 +181,7 @@ class GradScaler:
             if self._state_of(opt) is _OptState.SCALED:
                 self.unscale_(opt)
         if self.dynamic and self.isfinite is None:
-            self.isfinite = self._check_finite()
+            self.clip_gradients_and_return_isfinite(self._optimizers())
         result = self.step_if_finite(optimizer, *args, **kwargs)
         self._opt_states[optimizer] = _OptState.STEPPED
         return result
@@ -182,7 +191,7 @@ class GradScaler:
         if not self.dynamic:
             return optimizer.step(*args, **kwargs)
         if self.isfinite is None:
-            self.isfinite = self._check_finite()
+            self.clip_gradients_and_return_isfinite(self._optimizers())
         isfinite = self.isfinite
         owned = [p for g in optimizer.param_groups for p in g["params"]]
         owned += [t for p in owned for t in optimizer.state[p].values() if isinstance(t, torch.Tensor)]
@@ -196,33 +205,40 @@ class GradScaler:
         return result
 
     def update(self, new_scale=None) -> None:
-        """Adjust the dynamic scale after every optimizer has stepped (see the module docstring)."""
+        """Adjust the dynamic scale after every optimizer has stepped (`update_scale`)
+        and start the next step's scaling protocol."""
         if new_scale:
             raise ValueError("cstorch.amp.GradScaler.update() does not take a new_scale")
-        if self.dynamic:
-            with torch.no_grad():
-                self._update_scale()
+        self.update_scale(self._optimizers())
         self.isfinite = None
         self._squared_norms = []
         self._opt_states = weakref.WeakKeyDictionary()
 
-    def _update_scale(self) -> None:
-        isfinite = self._check_finite() if self.isfinite is None else self.isfinite
-        overflow = 1 - isfinite.long()
-        self._steps_since_rescale.add_(1)
-        self._overflows_since_rescale.add_(overflow)
-        ratio = self._overflows_since_rescale.float() / self._steps_since_rescale.float()
-        decrease = (ratio > self._overflow_tolerance).long()
-        self._loss_scale.div_((1 + decrease).float())
-        self._steps_since_rescale.mul_(1 - decrease)
-        self._overflows_since_rescale.mul_(1 - decrease)
-        increase = (self._steps_since_rescale >= self._steps_per_increase).long()
-        self._loss_scale.mul_((1 + increase).float())
-        self._steps_since_rescale.mul_(1 - increase)
-        self._overflows_since_rescale.mul_(1 - increase)
-        self._loss_scale.clamp_(max=self._max_loss_scale)
-        self._non_clamped_loss_scale = self._loss_scale.clone()
-        self._loss_scale.clamp_(min=self._min_loss_scale)
+    def update_scale(self, optimizers) -> None:
+        """One step of the dynamic loss-scale rule (see the module docstring) from this
+        step's finiteness: `self.isfinite` as the step decided it, or, when no step did,
+        `clip_gradients_and_return_isfinite(optimizers)`. Consumes this step's recorded
+        gradient norms. Nothing with static scaling. Tensor math only, in place."""
+        if not self.dynamic:
+            return
+        isfinite = self.clip_gradients_and_return_isfinite(optimizers) if self.isfinite is None else self.isfinite
+        self._squared_norms = []
+        with torch.no_grad():
+            overflow = 1 - isfinite.long()
+            self._steps_since_rescale.add_(1)
+            self._overflows_since_rescale.add_(overflow)
+            ratio = self._overflows_since_rescale.float() / self._steps_since_rescale.float()
+            decrease = (ratio > self._overflow_tolerance).long()
+            self._loss_scale.div_((1 + decrease).float())
+            self._steps_since_rescale.mul_(1 - decrease)
+            self._overflows_since_rescale.mul_(1 - decrease)
+            increase = (self._steps_since_rescale >= self._steps_per_increase).long()
+            self._loss_scale.mul_((1 + increase).float())
+            self._steps_since_rescale.mul_(1 - increase)
+            self._overflows_since_rescale.mul_(1 - increase)
+            self._loss_scale.clamp_(max=self._max_loss_scale)
+            self._non_clamped_loss_scale = self._loss_scale.clone()
+            self._loss_scale.clamp_(min=self._min_loss_scale)
 
     # -- queries and state dict ------------------------------------------------------------
     def get_scale(self):
@@ -237,12 +253,21 @@ class GradScaler:
     def get_num_skipped_steps(self) -> torch.Tensor:
         return self._num_skipped_steps if self.dynamic else torch.zeros((), dtype=torch.int64)
 
-    def state_dict(self) -> dict:
+    def state_dict(self, destination=None) -> dict:
+        """The scaler's state: `loss_scale` and, with dynamic scaling, the int64 counters
+        `steps_since_rescale`, `overflows_since_rescale` and `num_skipped_steps` (the
+        state tensors themselves). With `destination` (a dict), the entries are written
+        into it and it is returned. Unlike the real system, whose dict is empty off CSX,
+        every backend saves the state (every backend scales)."""
+        state = {"loss_scale": self._loss_scale}
         if self.dynamic:
-            return {"loss_scale": self._loss_scale, "steps_since_rescale": self._steps_since_rescale,
-                    "overflows_since_rescale": self._overflows_since_rescale,
-                    "num_skipped_steps": self._num_skipped_steps}
-        return {"loss_scale": self._loss_scale}
+            state.update(steps_since_rescale=self._steps_since_rescale,
+                         overflows_since_rescale=self._overflows_since_rescale,
+                         num_skipped_steps=self._num_skipped_steps)
+        if destination is None:
+            return state
+        destination.update(state)
+        return destination
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Values are copied into the existing tensors (a compiled step is bound to them)."""

@@ -274,7 +274,10 @@ class MultiStepScheduler(Scheduler):
 
 
 class MultiplicativeScheduler(Scheduler):
-    """f(t) = initial_val * coefficient^t (torch's MultiplicativeLR with a constant factor)."""
+    """f(t) = initial_val * factor(t)^t, `factor = set_value_lambda()`: by default the
+    constant `coefficient` (torch's MultiplicativeLR with a constant factor). A subclass
+    may override `set_value_lambda()` to return another callable of the step (a float32
+    0-d tensor) written with torch ops; the closed form is exact for a constant factor."""
 
     def __init__(self, optimizer, initial_val: float, coefficient: float, param_group_tags: TagsType = None):
         n = type(self).__name__
@@ -284,8 +287,15 @@ class MultiplicativeScheduler(Scheduler):
         self.coefficient = coefficient
         super().__init__(optimizer, total_iters=None, param_group_tags=param_group_tags)
 
+    def set_value_lambda(self) -> Callable[[torch.Tensor], object]:
+        """The per-step factor as a function of the step: the constant `coefficient`."""
+        coefficient = float(self.coefficient)
+        return lambda s: coefficient
+
     def _value(self, t):
-        return torch.pow(float(self.coefficient), _steps(t)) * float(self.initial_val)
+        s = _steps(t)
+        factor = torch.as_tensor(self.set_value_lambda()(s), dtype=torch.float32)
+        return torch.pow(factor, s) * float(self.initial_val)
 
 
 class LambdaScheduler(Scheduler):
@@ -320,8 +330,11 @@ class CyclicScheduler(Scheduler):
     * "triangular2": 1 / 2^(cycle - 1), cycle = 1, 2, ...;
     * "exp_range": gamma^t.
 
-    As in torch and the real library, the mode decides whether the scale is a function of
-    the cycle or of the step; `scale_mode` is accepted and stored but not used.
+    `set_scale_fn()` returns that scale as a function and, as in the real library, sets
+    `scale_mode` to what it takes: "cycle" (the cycle number) for the triangular modes,
+    "iterations" (the step) for exp_range. A subclass may override `set_scale_fn()` to
+    return its own scale function of a float32 0-d tensor (torch ops only), evaluated on
+    the cycle number or the step as `scale_mode` says.
     """
 
     MODES = ("triangular", "triangular2", "exp_range")
@@ -358,11 +371,22 @@ class CyclicScheduler(Scheduler):
         cycle = (s - pos) / total + 1.0
         frac = torch.where(pos <= up, pos / up, (total - pos) / down)
         height = frac * (float(self.max_val) - float(self.base_val))
+        scale_fn = self.set_scale_fn()
+        scale = scale_fn(cycle if self.scale_mode == "cycle" else s)
+        return height * torch.as_tensor(scale, dtype=torch.float32) + float(self.base_val)
+
+    def set_scale_fn(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The amplitude scale of `mode` as a function of a float32 0-d tensor x (see the
+        class docstring); sets `scale_mode` to what x is for that mode."""
+        if self.mode == "triangular":
+            self.scale_mode = "cycle"
+            return torch.ones_like
         if self.mode == "triangular2":
-            height = height * torch.pow(0.5, cycle - 1.0)
-        elif self.mode == "exp_range":
-            height = height * torch.pow(float(self.gamma), s)
-        return height + float(self.base_val)
+            self.scale_mode = "cycle"
+            return lambda x: torch.pow(0.5, x - 1.0)
+        self.scale_mode = "iterations"
+        gamma = float(self.gamma)
+        return lambda x: torch.pow(gamma, x)
 
 
 class OneCycleScheduler(Scheduler):

@@ -13,6 +13,10 @@ objects. With `scheduler.step()` after `optimizer.step()`, optimizer step k (0-b
 uses `f(k)`. A step that a GradScaler skipped (non-finite gradients) does not advance
 the schedule.
 
+`step()` is the two halves of the real API, which may also be called on their own:
+`increment_last_epoch()` (the counter, skip-aware) and `update_last_value()` (the
+closed form at the counter, written through `update_groups(values)`).
+
 On CSX the live schedulers' `last_epoch` tensors are state of the compiled step
 (`cstorch.state.StepState`), so one executable serves the whole schedule and the host
 tensors hold the device values after the run.

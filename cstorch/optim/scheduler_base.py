@@ -247,44 +247,90 @@ class Scheduler(abc.ABC):
             self.optimizer.schedule_hyperparameter(gi, key)
 
     def _write_groups(self) -> None:
-        """group[key] <- the value at last_epoch, in place."""
-        key = self.param_group_key
+        """group[key] <- the value at last_epoch, in place (construction and loading)."""
+        self._write_values(self._group_values(self.last_epoch))
+
+    def _write_values(self, values) -> None:
+        """group[key] <- values[i] for every group i whose value is not None, in place."""
+        key, groups = self.param_group_key, self.optimizer.param_groups
+        name = type(self).__name__
+        if not isinstance(values, (list, tuple)) or len(values) != len(groups):
+            got = f"{len(values)} values" if isinstance(values, (list, tuple)) else f"a {type(values).__name__}"
+            raise ValueError(f"{name}.update_groups() takes one value per param group of the optimizer "
+                             f"({len(groups)}; None for a group to leave alone), got {got}.")
         with torch.no_grad():
-            for group, value in zip(self.optimizer.param_groups, self._group_values(self.last_epoch)):
-                if value is not None:
-                    group[key].copy_(value)
+            for gi, (group, value) in enumerate(zip(groups, values)):
+                if value is None:
+                    continue
+                if not self._applies(group):
+                    raise ValueError(f"{name}.update_groups(): param group {gi} is not scheduled by this scheduler "
+                                     f"(its param_group_tags leave it out); pass None for it.")
+                value = torch.as_tensor(value, dtype=torch.float32)
+                if value.numel() != 1:
+                    raise ValueError(f"{name}.update_groups(): the value for param group {gi} must be a number or "
+                                     f"a one-element tensor, got a tensor of shape {tuple(value.shape)}.")
+                group[key].copy_(value.reshape(()))
 
     # -- public API ------------------------------------------------------------------
     def step(self, *args, **kwargs) -> None:
-        """Advance the schedule by one step (by none when the optimizer's last step was
-        skipped by a GradScaler) and write the new value into the param groups."""
+        """Advance the schedule by one step and write the new value into the param
+        groups: `increment_last_epoch()` then `update_last_value()`."""
         if args or kwargs:
             raise TypeError(
                 f"{type(self).__name__}.step() takes no arguments: the step comes from `last_epoch`. To resume "
                 f"at another step, use load_state_dict()."
             )
-        if self._owner is not None:
-            raise RuntimeError(
-                f"This {type(self).__name__} is part of a {type(self._owner).__name__}, which evaluates it and "
-                f"writes the param groups; call step() on the {type(self._owner).__name__} instead."
-            )
-        self._check_step_inside_compiled_step()
+        self._check_not_owned("step")
+        self._check_step_inside_compiled_step("step")
+        self.increment_last_epoch()
+        self._step_count += 1
+        self.update_last_value()
+
+    def increment_last_epoch(self) -> None:
+        """Advance `last_epoch` by one, in place, or by none when the optimizer's last step
+        in this step was skipped by a GradScaler (non-finite gradients). The param groups
+        are not written (that is `update_last_value()`). Tensor math only: it runs the
+        same eagerly and inside a traced step."""
+        self._check_not_owned("increment_last_epoch")
+        self._check_step_inside_compiled_step("increment_last_epoch")
         applied = self.optimizer.skip_record(_backend.run_registry().step_serial)  # see cstorch.amp.skip
         inc = 1 if applied is None else applied.to(torch.int64)
         with torch.no_grad():
             self.last_epoch.add_(inc)
-        self._step_count += 1
-        self._write_groups()
 
-    def _check_step_inside_compiled_step(self) -> None:
+    def update_last_value(self) -> None:
+        """Compute the closed form at the current `last_epoch` (`get()`) and write it into
+        the param groups this scheduler applies to (`update_groups`); `get_last_value()`
+        returns it afterwards. `last_epoch` is not changed."""
+        self._check_not_owned("update_last_value")
+        self.update_groups(self.get())
+
+    def update_groups(self, values) -> None:
+        """Write `values` (one per param group of the optimizer: a number or a one-element
+        tensor, None for a group to leave alone) into the groups' float32 0-d tensors, in
+        place. A value for a group the scheduler does not apply to is a ValueError.
+        (The real system defers this write to the end of the step, where it only mirrors
+        the device values; here the groups' tensors are the values the optimizer reads,
+        so the write is immediate.)"""
+        self._check_not_owned("update_groups")
+        self._write_values(values)
+
+    def _check_not_owned(self, member: str) -> None:
+        if self._owner is not None:
+            raise RuntimeError(
+                f"This {type(self).__name__} is part of a {type(self._owner).__name__}, which evaluates it and "
+                f"writes the param groups; call {member}() on the {type(self._owner).__name__} instead."
+            )
+
+    def _check_step_inside_compiled_step(self, member: str = "step") -> None:
         """During a CSX run the schedule advances inside the compiled step (its counter
-        is state of the step); a `step()` between steps would advance it twice as fast
+        is state of the step); advancing it between steps would advance it twice as fast
         as the script reads on the CPU backend, or not at all where the step has none."""
         b = _backend.backend()
         if b is not None and b.is_csx and b.run.executor is not None and not b.is_tracing:
             raise RuntimeError(
-                f"{type(self).__name__}.step() was called during a CSX run but outside the @cstorch.trace step. "
-                f"On CSX the schedule advances inside the compiled step, so call scheduler.step() inside the "
+                f"{type(self).__name__}.{member}() was called during a CSX run but outside the @cstorch.trace step. "
+                f"On CSX the schedule advances inside the compiled step, so call scheduler.{member}() inside the "
                 f"traced step function, after optimizer.step()."
             )
 

@@ -86,8 +86,44 @@ def _initial(slot: Slot, p: torch.Tensor, group: dict) -> torch.Tensor:
     return torch.full(shape, float(fill), dtype=dtype, device=p.device)
 
 
+class _AdamWeightDecay:
+    """The real API's `Adam.handle_weight_decay`. The real Adam keeps its (L2) weight
+    decay under `l2_regularization_rate`, with `weight_decay` 0 and `correct_bias` True in
+    every param group; this Adam keeps torch.optim's layout, where `weight_decay` is the
+    L2 rate the update reads. `handle_weight_decay` brings param groups of the real
+    layout into this one; it runs on every param group added (so a group given with
+    `l2_regularization_rate` works) and on the param groups of a state dict being loaded
+    (so a real-system Adam checkpoint keeps its weight decay)."""
+
+    def handle_weight_decay(self, param_groups) -> None:
+        """In place, for each group (a dict): an `l2_regularization_rate` key becomes the
+        group's `weight_decay` (the L2 rate; it replaces a `weight_decay` given too, as
+        in the real API, where the L2 rate wins), and `correct_bias` is True (Adam
+        always corrects the bias). A group without that key keeps its `weight_decay`."""
+        for group in param_groups:
+            if "l2_regularization_rate" in group:
+                group["weight_decay"] = group.pop("l2_regularization_rate")
+            group["correct_bias"] = True
+
+    def add_param_group(self, param_group: dict) -> None:
+        super().add_param_group(param_group)
+        self.handle_weight_decay(self.param_groups[-1:])
+
+    def convert_state_dict(self, state_dict: dict) -> dict:
+        state_dict = super().convert_state_dict(state_dict)
+        if "param_groups" not in state_dict:
+            return state_dict
+        groups = [dict(g) for g in state_dict["param_groups"]]
+        self.handle_weight_decay(groups)
+        return {**state_dict, "param_groups": groups}
+
+
+#: members of the real API that a built-in class has beyond its spec, by class name
+_MEMBERS: dict[str, tuple[type, ...]] = {"Adam": (_AdamWeightDecay,)}
+
+
 def build_optimizer_class(public: PublicOptimizer) -> type[SpecOptimizer]:
-    """The public class `public.name` of cstorch.optim."""
+    """The public class `public.name` of cstorch.optim (with the `_MEMBERS` of that name)."""
     signature = inspect.Signature([
         inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                           default=inspect.Parameter.empty if default is REQUIRED else default)
@@ -102,7 +138,7 @@ def build_optimizer_class(public: PublicOptimizer) -> type[SpecOptimizer]:
         *signature.parameters.values()])
     __init__.__qualname__ = f"{public.name}.__init__"
     op = getattr(torch.ops.cstorch, public.algorithm.name)
-    return type(public.name, (SpecOptimizer,), {
+    return type(public.name, (*_MEMBERS.get(public.name, ()), SpecOptimizer), {
         "__init__": __init__, "__doc__": public.doc, "__module__": "cstorch.optim", "__qualname__": public.name,
         "public": public, "_signature": signature, "_op": op})
 

@@ -1,11 +1,8 @@
 """Every public name of `cerebras.pytorch` 2.10 (`inventory_2_10.json`, written by
 `make_inventory.py` from the real wheel) exists in cstorch with a compatible signature,
 or is one of the deliberate exceptions of `cstorch.unsupported.UNSUPPORTED`, which raise
-an `UnsupportedAPIError` that says what the real system does.
-
-`KNOWN_GAPS` lists the members still missing (bugs to close, each with the area that owns
-it): the other checks of those names run as usual, and the gaps themselves are strict
-xfails, so closing one fails its test until the entry goes."""
+an `UnsupportedAPIError` that says what the real system does. No member is missing: a
+name whose members differ fails its test."""
 import importlib
 import inspect
 
@@ -21,8 +18,6 @@ NOT_IN_REAL = {
     "cerebras.pytorch.metrics.compute_all_metrics": "listed in the real __all__ but defined nowhere",
 }
 
-_OPTIM = "owned by the optimizer/scheduler redesign (facade, issue 21 follow-up)"
-
 
 def _module_entries():
     for module, names in INVENTORY["modules"].items():
@@ -30,44 +25,16 @@ def _module_entries():
             yield module, name, entry
 
 
-def _scheduler_names():
-    for module in ("cerebras.pytorch.optim.lr_scheduler", "cerebras.pytorch.optim.weight_decay_scheduler",
-                   "cerebras.pytorch.optim.scheduler"):
-        for name in INVENTORY["modules"][module]:
-            yield f"{module}.{name}"
-
-
-#: open differences, by group: (who closes them, the real names concerned, the members that differ)
-KNOWN_GAPS = {
-    "schedulers": (_OPTIM, tuple(_scheduler_names()),
-                   ("increment_last_epoch", "update_groups", "update_last_value", "set_scale_fn", "set_value_lambda")),
-    "adam": (_OPTIM, ("cerebras.pytorch.optim.Adam",), ("handle_weight_decay",)),
-    "grad_scaler": ("the amp redesign (facade)", ("cerebras.pytorch.amp.GradScaler",),
-                    ("update_scale", "clip_gradients_and_return_isfinite", "state_dict")),
-}
-
 CASES = [pytest.param(m, n, e, id=f"{m}.{n}") for m, n, e in _module_entries() if f"{m}.{n}" not in NOT_IN_REAL]
 
 
-def _problems(qualified: str, entry: dict, known: bool) -> list:
-    """What differs for one real name; with `known`, only the differences that no
-    KNOWN_GAPS group lists (without: only those it lists)."""
+def _problems(qualified: str, entry: dict) -> list:
+    """What differs for one real name."""
     module, name = qualified.rsplit(".", 1)
     ours = importlib.import_module(our_module_name(module))
     if not hasattr(ours, name):
         return [f"{our_module_name(module)} has no {name} ({entry['kind']} in the real API)"]
-    gaps = [m for _, names, members in KNOWN_GAPS.values() if qualified in names for m in members]
-    listed = lambda p: any(f".{m}" in p for m in gaps)  # noqa: E731
-    return [p for p in name_problems(getattr(ours, name), entry, qualified) if listed(p) != known]
-
-
-@pytest.mark.parametrize("group", [pytest.param(g, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[g][0]))
-                                   for g in KNOWN_GAPS])
-def test_known_gaps_are_still_open(group):
-    """XPASSes (a failure: strict) once the group's members all exist: then drop the group."""
-    _, names, _ = KNOWN_GAPS[group]
-    entries = {f"{m}.{n}": e for m, n, e in _module_entries()}
-    assert [p for name in names for p in _problems(name, entries[name], known=False)] == []
+    return name_problems(getattr(ours, name), entry, qualified)
 
 
 @pytest.mark.parametrize("module, name, entry", CASES)
@@ -77,7 +44,7 @@ def test_name_exists_with_a_compatible_signature(module, name, entry):
         with pytest.raises(UnsupportedAPIError, match="is not supported by cstorch"):
             getattr(importlib.import_module(our_module_name(module)), name)
         return
-    assert _problems(qualified, entry, known=True) == []
+    assert _problems(qualified, entry) == []
 
 
 def test_every_exception_names_a_real_name_and_says_what_the_real_system_does():
