@@ -16,8 +16,9 @@ AdamW). Implementations, all on the same initial weights and the same batches:
   cache, except with --quick);
   a failure is recorded as its error text and the suite carries on;
 * ``cstorch``: ``cstorch.backend("CSX")``, ``cstorch.compile(model)``, a ``@cstorch.trace``
-  step with the cstorch optimizer, a ``DataExecutor`` with ``num_steps``, ``float(loss)``
-  every step (the step is timed from ``next(executor)`` to the loss on the host);
+  step with the cstorch optimizer, one ``DataExecutor`` run per block of steps (compiled
+  once), ``float(loss)`` every step (the step is timed from ``next(executor)`` to the
+  loss on the host);
 * ``jax.jit``: the model written by hand in jax.numpy (`benchmarks.jax_models`) with
   optax, one ``jax.jit`` step donating parameters and optimizer state, ``float(loss)``
   every step.
@@ -97,6 +98,12 @@ class Impl:
 
     def setup(self, total_steps: int) -> None:  # pragma: no cover - overridden
         pass
+
+    def begin(self, n: int) -> None:
+        """Before a block of `n` consecutive steps (warm-up or timed)."""
+
+    def end(self) -> None:
+        """After the block."""
 
     def step(self) -> float:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -179,9 +186,22 @@ class CstorchCSX(Impl):
             return loss
 
         self.train_step = train_step
-        batches = list(self.wl.batches)
-        loader = cstorch.utils.data.DataLoader(lambda: batches)
-        self.executor = iter(cstorch.utils.data.DataExecutor(loader, num_steps=total_steps))
+
+    def begin(self, n):
+        """Each block is a run of its own (a `DataExecutor` of `n` steps on the batches that
+        come next), as a program that trains only with cstorch runs: between two steps of a
+        run cstorch's host guard (`cstorch.host_edits.SyncOnTouch`, a torch dispatch mode)
+        sees every torch op of the thread, and it would see the other implementations'
+        blocks if they ran inside the run. The step program is compiled once (the first
+        block); a run uploads the state at its first step and brings it back at its end
+        (the first step of each block is the slower one; medians are unaffected)."""
+        batches, start = self.wl.batches, self.i
+        chunk = [batches[(start + j) % len(batches)] for j in range(n)]
+        loader = cstorch.utils.data.DataLoader(lambda: chunk)
+        self.executor = iter(cstorch.utils.data.DataExecutor(loader, num_steps=n))
+
+    def end(self):
+        self.finish()
 
     def step(self):
         batch = next(self.executor)  # the previous step's bookkeeping and this step's batch
@@ -314,9 +334,10 @@ class WorkloadResult:
 
 
 def _run_steps(impl: Impl, n: int, timed: bool) -> None:
-    if impl.error is not None:
+    if impl.error is not None or n < 1:
         return
     try:
+        impl.begin(n)
         for _ in range(n):
             start = time.perf_counter()
             loss = impl.step()
@@ -324,6 +345,7 @@ def _run_steps(impl: Impl, n: int, timed: bool) -> None:
             if timed:
                 impl.times.append(elapsed)
             impl.losses.append(loss)
+        impl.end()
     except Exception as e:  # recorded in the table; the other implementations carry on
         impl.error = _error_text(e)
 

@@ -98,7 +98,8 @@ def test_the_cache_is_off_in_the_test_suite_and_by_environment(monkeypatch):
     assert compile_cache.directory() is None
 
 
-@pytest.mark.parametrize("var", ["CSTORCH_CHANNELS_LAST", "CSTORCH_FFI_GEMM", "CSTORCH_GEMM_MIN_MACS"])
+@pytest.mark.parametrize("var", ["CSTORCH_CHANNELS_LAST", "CSTORCH_FFI_GEMM", "CSTORCH_GEMM_MIN_MACS",
+                                 "CSTORCH_GEMM_MIN_DEPTH"])
 def test_a_graph_pass_switch_changes_the_engine_fingerprint(var, monkeypatch):
     """The passes run after the op signature is recorded, so the switches that change
     what they do must be part of every entry's key."""

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(native.gemm_targets() is None,
 def route_everything(monkeypatch):
     monkeypatch.setattr(gemm_routing, "MIN_MACS", 1)
     monkeypatch.setattr(gemm_routing, "MIN_MACS_PLAIN", 1)
+    monkeypatch.setattr(gemm_routing, "MIN_DEPTH", 1)
 
 
 def _routed_ops(fn, *args) -> dict[str, int]:
@@ -85,6 +86,16 @@ def test_matrix_source_sees_through_layout_chains():
     # a real broadcast is not a view of the same elements
     gm, bmm = _graph(lambda q, k: torch.matmul(q, k.expand(3, 4, 5)), (3, 2, 4), (1, 4, 5))
     assert gemm_routing.matrix_source(bmm.args[1]) is None or gemm_routing.matrix_source(bmm.args[1])[1][0] == 1
+
+
+@pytest.mark.parametrize("rows, routed", [(128, 0), (1024, 1)])
+def test_default_policy_routes_deep_weight_gradients_only(rows, routed):
+    """With the default thresholds a weight gradient Xᵀ·dY of 512 x 512 goes to the BLAS
+    when X has 1024 rows (a GPT's batch x tokens) and stays an XLA dot at 128 (an MLP
+    batch), where XLA's asynchronous dot was measured faster inside the step."""
+    x, dy = torch.randn(rows, 512), torch.randn(rows, 512)
+    counts = _routed_ops(lambda x, dy: x.t() @ dy, x, dy)
+    assert counts.get("cstorch.gemm.default", 0) == routed, counts
 
 
 # ---- routed graphs equal eager torch ------------------------------------------------------

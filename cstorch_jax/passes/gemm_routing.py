@@ -40,6 +40,13 @@ _LAYOUT = _PERMUTES | _VIEWS | _CLONES | _EXPANDS | {aten.transpose.int, aten.t.
 # YNNPACK takes (neither transposed-left nor batched) go to the BLAS only when larger.
 MIN_MACS = int(os.environ.get("CSTORCH_GEMM_MIN_MACS", 1 << 22))
 MIN_MACS_PLAIN = int(os.environ.get("CSTORCH_GEMM_MIN_MACS_PLAIN", 1 << 62))
+# A 2-D weight gradient Xᵀ·dY is routed only when its contraction (the number of rows of
+# X: batch x tokens) is at least this deep. Eigen runs a dot asynchronously, beside the
+# rest of the backward pass, while the BLAS call holds the step until it returns:
+# measured on the benchmark MLP (batch 128: 128-deep products of 512 x 512 and 784 x 512)
+# a step was 0.25 ms slower with them routed, though each alone is faster through the
+# BLAS; the GPT's 1024-deep ones gain (benchmarks/PROFILE.md).
+MIN_DEPTH = int(os.environ.get("CSTORCH_GEMM_MIN_DEPTH", 512))
 
 _INT32_MAX = 2**31 - 1
 
@@ -129,8 +136,10 @@ class _Router:
         or not? By dtype and size (module docstring)."""
         if not _f32_matrices(a, b) or max(max(_val(a).shape), max(_val(b).shape)) > _INT32_MAX:
             return False
-        special = transposed_left or _val(a).ndim == 3
-        return _macs(a, b) >= (MIN_MACS if special else MIN_MACS_PLAIN)
+        batched = _val(a).ndim == 3
+        if transposed_left and not batched and _val(a).shape[-1] < MIN_DEPTH:
+            return False
+        return _macs(a, b) >= (MIN_MACS if transposed_left or batched else MIN_MACS_PLAIN)
 
     def replace(self, old: torch.fx.Node, a, b, bias, swap: bool, mm_node: torch.fx.Node) -> None:
         if swap:  # old = permute(mm(a, b)): compute op(b)ᵀ·op(a)ᵀ
