@@ -117,7 +117,9 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
              f"- **Method:** same initial weights and batches (step i uses batch i mod {N_BATCHES}) for every "
              "implementation; each implementation runs its warm-up steps (the first trace and compile), then "
              "timed rounds alternate between the implementations (order rotated every round); every step ends "
-             "with its loss on the host. GFLOP/s = analytic FLOPs per step (3 x the forward's matmul/conv "
+             "with its loss on the host. All run in one process, under the memory policy cstorch sets when it "
+             "is imported (`cstorch_jax/memory_policy.py`: glibc keeps freed memory), eager torch included. "
+             "GFLOP/s = analytic FLOPs per step (3 x the forward's matmul/conv "
              "FLOPs) / median step time. `x eager` = median / eager median of the same run. Trace + compile: "
              "cstorch = capture + lowering + XLA compile of the step; jax.jit = lower + compile; torch.compile "
              f"compiles lazily in the first calls (inductor cache: {args.inductor_cache}), so its figure is the "
@@ -126,9 +128,12 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
                 if args.isa_probe_s is not None else "."),
              "- **Implementations:** eager torch (torch.optim, `loss.item()`); torch.compile of model + loss "
              "and of `opt.step` (default inductor); cstorch CSX (`@cstorch.trace` step, cstorch optimizer, "
-             "`DataExecutor`, `float(loss)`, timed from `next(executor)`; compiled with cstorch's XLA options, "
+             "one `DataExecutor` run per block of steps (the step compiled once; no other implementation's "
+             "torch ops run inside a cstorch run, where its host-edit guard would see them), `float(loss)`, "
+             "timed from `next(executor)`; compiled with cstorch's XLA options, "
              f"`{_xla_options_text()}`); hand-written jax.numpy model + optax in one `jax.jit` step with donation "
-             "(GPT with 2-D matmuls, `benchmarks/jax_models.py`; XLA's default options).", ""]
+             "(GPT with 2-D matmuls, `benchmarks/jax_models.py`; the same XLA options and process memory "
+             "policy as cstorch, no BLAS routing).", ""]
     if plot_path is not None:
         rel = os.path.relpath(plot_path, path.parent)
         lines += [f"![median ms/step relative to eager]({rel})", ""]

@@ -157,7 +157,7 @@ def mlp_workload(quick: bool) -> Workload:
         flops_per_step=_mlp_flops(sizes, batch),
         flops_note="3 x forward matmuls, 2*batch*in*out per Linear",
         tol=1e-4, param_tol=1e-4,
-        warmup=2 if quick else 5, rounds=2 if quick else 10, steps_per_round=2 if quick else 20,
+        warmup=2 if quick else 5, rounds=2 if quick else 5, steps_per_round=2 if quick else 40,
         batches=_image_batches(g, N_BATCHES, batch, 1, 28, 10),
     )
 
