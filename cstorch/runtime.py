@@ -29,6 +29,7 @@ import torch.utils._pytree as pytree
 from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, materialize
 
 from .host_edits import SyncOnTouch
+from .run_interrupts import RunInterrupts
 
 log = logging.getLogger("cstorch")
 
@@ -129,6 +130,8 @@ class RunState:
         self.staged = StagedBatches(lambda: self.placement)
         #: between CSX steps: host code touching state the last step changed syncs it first
         self.host_guard = SyncOnTouch(self)
+        #: Ctrl-C and SIGTERM while a run is going (run_interrupts.py)
+        self.interrupts = RunInterrupts()
 
     @property
     def placement(self):
@@ -149,6 +152,8 @@ class RunState:
     # -- lifecycle ------------------------------------------------------------------
     def start(self, executor) -> None:
         self.host_guard.clear()
+        if not self.executors:
+            self.interrupts.install()
         self.executors.append(executor)
         if self._device_state is not None:
             self._device_state.reset()  # host tensors are the truth between runs
@@ -176,6 +181,8 @@ class RunState:
             self.staged.clear()
             if self.executors and self.executors[-1] is executor:
                 self.executors.pop()
+            if not self.executors:
+                self.interrupts.uninstall()
 
     def sync_state_to_host(self, tensors=None) -> None:
         """Bring the torch tensors (all, or only `tensors`) up to the device's latest

@@ -90,8 +90,11 @@ class TracedStep:
     def __call__(self, *args, **kwargs):
         amp.skip.clear()
         b = _backend.backend()
-        if b is None or not b.is_csx:
+        if b is None:
             return self.fn(*args, **kwargs)
+        if not b.is_csx:  # the body runs eagerly: a Ctrl-C during it takes effect when it ends
+            with b.run.interrupts.critical():
+                return self.fn(*args, **kwargs)
         b.run.host_guard.disarm()
         if b.run.executor is None:
             raise RuntimeError(
@@ -297,8 +300,9 @@ class TracedStep:
         arrays = ds.arrays(prog.used_tensors, prog.used_specs, prog.used_names)
         batch_arrays = self._batch_arrays(b, batch, names)
         n_mut = len(prog.mutated)
-        new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
-        ds.update(prog.mutated_tensors, new_mut)
+        with b.run.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
+            new_mut, outs, ds.rng_key = prog.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
+            ds.update(prog.mutated_tensors, new_mut)
         b.run.host_guard.arm(prog.watch)  # host code touching this state syncs it first
         deferred = wrap_outputs(list(outs), captured.output_specs)
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]

@@ -3,7 +3,10 @@ into a loop of saves (interrupt_script.py, one process, one round per signal). E
 the save in progress is abandoned or completes, the loop stops at once (at most that one
 save ends after the signal), no temporary file is left, every checkpoint in the folder is
 complete and holds the state, nothing is printed as "Exception ignored", SIGINT raises
-KeyboardInterrupt and SIGTERM exits with 128 + 15. Also the unit behaviour of
+KeyboardInterrupt and SIGTERM exits with 128 + 15. (A SIGTERM that falls between two saves
+of this plain loop, outside cstorch, meets its default disposition and ends the process
+on the spot: then the folder is checked the same and the next round gets a new process.
+Inside a run, test_run_interrupts.py covers that moment too.) Also the unit behaviour of
 `signals_at_safe_points`."""
 from __future__ import annotations
 
@@ -44,12 +47,13 @@ class Child:
             self.lines.put(line.split())
         self.lines.put(None)
 
-    def next(self, timeout: float):
+    def next(self, timeout: float, may_end: bool = False):
+        """The child's next line, split; None when it ended (only with `may_end`)."""
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError(f"the child said nothing for {timeout} s: the signal did not stop it") from None
-        assert line is not None, f"the child died:\n{self.errors()}"
+        assert line is not None or may_end, f"the child died:\n{self.errors()}"
         return line
 
     def send(self, command: str, directory) -> None:
@@ -80,7 +84,9 @@ def _assert_folder(directory, saved: int, sd) -> None:
                 assert torch.equal(back[group][key] + 0, t), (name, key)
 
 
-def _round(child, directory, signum, delay, sd):
+def _round(child, directory, signum, delay, sd) -> bool:
+    """One round; False when SIGTERM landed between two saves and, its disposition being
+    the default there, ended the process (what the saves must survive too)."""
     os.makedirs(directory)
     child.send("round", directory)
     time.sleep(delay)
@@ -88,15 +94,20 @@ def _round(child, directory, signum, delay, sd):
     child.proc.send_signal(signum)
     saved, after = 0, 0
     while True:
-        line = child.next(30)
-        if line[0] != "saved":
+        line = child.next(30, may_end=signum == signal.SIGTERM)
+        if line is None or line[0] != "saved":
             break
         saved += 1
         after += float(line[2]) > sent
     assert after <= 1, f"{after} saves ended after the signal"
-    want = ["interrupted"] if signum == signal.SIGINT else ["exit", str(128 + signal.SIGTERM)]
-    assert line == want, line
+    if line is None:
+        assert child.proc.wait(30) == -signal.SIGTERM, child.proc.returncode
+        assert child.errors() == "", child.errors()
+    else:
+        want = ["interrupted"] if signum == signal.SIGINT else ["exit", str(128 + signal.SIGTERM)]
+        assert line == want, line
     _assert_folder(directory, saved, sd)
+    return line is not None
 
 
 @pytest.mark.slow
@@ -107,9 +118,16 @@ def test_signals_at_many_moments_of_a_save_stop_the_loop_cleanly(tmp_path):
         line = child.next(300)
         assert line[0] == "calibrated", line
         one_save = float(line[1])
+        converted = 0  # SIGTERM rounds in which a save turned the signal into SystemExit
         for r in range(ROUNDS):
             signum = signal.SIGINT if r % 2 == 0 else signal.SIGTERM
-            _round(child, tmp_path / f"round{r}", signum, one_save * (0.02 + 2.0 * r / ROUNDS), sd)
+            if _round(child, tmp_path / f"round{r}", signum, one_save * (0.02 + 2.0 * r / ROUNDS), sd):
+                converted += signum == signal.SIGTERM
+            else:  # the signal fell between two saves (a few microseconds out of a save's milliseconds)
+                child.close()
+                child = Child(tmp_path)
+                assert child.next(300)[0] == "calibrated"
+        assert converted >= ROUNDS // 4, converted  # most SIGTERM rounds land inside a save
         last = tmp_path / "last"
         os.makedirs(last)
         child.send("last", last)

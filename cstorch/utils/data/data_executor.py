@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Optional, Union
@@ -237,7 +238,9 @@ class DataExecutor:
             pipeline.start()
             yield  # the pre-initial step: `__iter__` returns here
             for i in range(self.num_steps):
+                run.interrupts.exit_if_terminated()  # SIGTERM: after the step that was running
                 batch = pipeline.next_batch(i)
+                run.interrupts.exit_if_terminated()
                 self.iteration = i
                 yield batch
                 if self._profiler is not None:
@@ -254,6 +257,8 @@ class DataExecutor:
             run.end(self, failed)
 
     def _stop(self, pipeline, progress) -> None:
+        if sys.is_finalizing():  # an unfinished executor collected at exit: its threads are daemons
+            return
         if pipeline is not None:
             pipeline.close()
         self.pipeline_stats.ended_at = time.perf_counter()

@@ -1,0 +1,90 @@
+"""Ctrl-C (SIGINT) and SIGTERM during a run (a `DataExecutor` loop), on the main thread.
+
+While a run is going, `RunInterrupts` holds the two signals where Python's defaults would
+do harm:
+
+- SIGINT with Python's default handler raises `KeyboardInterrupt` at once, as always,
+  except inside a step's critical section, where it is held and raised when the section
+  ends. On CSX that is from the moment the compiled step is dispatched (its state buffers
+  are donated to it) until the run has recorded the new state: raised inside it, the run
+  would hold deleted buffers, its end could not bring the state to the host, the training
+  done in the run would be lost and the backend unusable. On the CPU/GPU backends it is
+  the whole `@cstorch.trace` step body, which runs eagerly: interrupted between
+  `backward()` and `optimizer.zero_grad()`, it would leave gradients that the next step
+  adds to. So an interrupted run always ends holding the state of its last step, which
+  its end brings to the host, and a new run (a notebook cell run again) continues from
+  there.
+- SIGTERM with the default disposition (which kills the process on the spot) lets the
+  step in progress finish, its closures and a checkpoint being written included, and
+  raises `SystemExit(128 + 15)` before the next step starts: the run ends as after any
+  error (state brought to the host, threads joined, `finally` blocks run) and the process
+  exits with 143.
+- A handler the user installed for either signal is left alone, and outside the main
+  thread (where Python cannot install handlers) nothing changes.
+
+A checkpoint written during the run (`cstorch.save`, `cstorch/storage/interrupts.py`)
+defers both signals to its safe points and then calls these handlers: Ctrl-C abandons the
+save, SIGTERM lets it complete and the run exits after the step.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+EXIT_ON_SIGTERM = 128 + signal.SIGTERM
+
+
+class RunInterrupts:
+    def __init__(self):
+        self._previous: dict[int, object] = {}
+        self._critical = 0
+        self._held_interrupt = False
+        self._terminate = False
+
+    def install(self) -> None:
+        """At the start of a run: take SIGINT / SIGTERM where they have Python's defaults."""
+        if self._previous or threading.current_thread() is not threading.main_thread():
+            return
+        self._held_interrupt = self._terminate = False
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_interrupt)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_terminate)
+
+    def uninstall(self) -> None:
+        """At the end of the run: the handlers that were there before."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+        self._terminate = False
+
+    @contextmanager
+    def critical(self) -> Iterator[None]:
+        """A Ctrl-C that arrives inside the block is raised when it ends."""
+        self._critical += 1
+        try:
+            yield
+        finally:
+            self._critical -= 1
+        if not self._critical and self._held_interrupt:
+            self._held_interrupt = False
+            raise KeyboardInterrupt
+
+    def exit_if_terminated(self) -> None:
+        """Between steps: SystemExit(143) if SIGTERM arrived during the run."""
+        if self._terminate:
+            self._terminate = False
+            raise SystemExit(EXIT_ON_SIGTERM)
+
+    def _on_interrupt(self, signum, frame) -> None:
+        if self._critical:
+            self._held_interrupt = True
+            return
+        raise KeyboardInterrupt
+
+    def _on_terminate(self, signum, frame) -> None:
+        self._terminate = True
