@@ -1,4 +1,7 @@
-"""Pairwise and vector distances: cdist, pdist, dist, and their backwards."""
+"""Pairwise and vector distances: cdist, pdist, dist, and their backwards. 16-bit inputs
+compute in float32 (dtype_policy.py): differences, powers and sums as torch's distance
+kernels do in their opmath type; a float16 sum of fourth powers overflows long before the
+distance does."""
 from __future__ import annotations
 
 import math
@@ -7,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from .dtype_policy import FLOAT32, accumulates
 from .linalg import matmul
 from .linear_algebra import _mT
 from .registry import register
 
 aten = torch.ops.aten
-
 
 
 def _sign(x):
@@ -68,6 +71,7 @@ def _euclidean_dist(x1, x2):
 
 
 @register(aten._cdist_forward.default)
+@accumulates(FLOAT32)
 def cdist_forward(x1, x2, p, compute_mode):
     """out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p. For p = 2 torch uses the
     matrix-product form when compute_mode is 1, or is None/0 and a side has more than
@@ -84,6 +88,7 @@ def cdist_forward(x1, x2, p, compute_mode):
 
 
 @register(aten._cdist_backward.default)
+@accumulates(FLOAT32)
 def cdist_backward(grad, x1, x2, p, dist):
     """d/dx1 of sum(grad * cdist(x1, x2)), torch's kernel: sum_j of the p-norm
     subgradient of x1_i - x2_j. Batch dims come back broadcast (x1's own shape when
@@ -103,6 +108,7 @@ def _pairs(n):
 
 
 @register(aten._pdist_forward.default)
+@accumulates(FLOAT32)
 def pdist_forward(x, p=2.0):
     """||x_i - x_j||_p for every row pair i < j, in row-major order."""
     n, c = x.shape
@@ -115,6 +121,7 @@ def pdist_forward(x, p=2.0):
 
 
 @register(aten._pdist_backward.default)
+@accumulates(FLOAT32)
 def pdist_backward(grad, x, p, dist):
     """d/dx of sum(grad * pdist(x)): each pair (i, j) adds its subgradient g to row i
     and -g to row j."""
@@ -127,6 +134,7 @@ def pdist_backward(grad, x, p, dist):
 
 
 @register(aten.dist.default)
+@accumulates(FLOAT32)
 def dist(x, other, p=2):
     """||x - other||_p over every element (broadcast): p = 0 counts nonzeros, +-inf is
     the max (min) of |x - other|."""

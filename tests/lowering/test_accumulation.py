@@ -31,7 +31,7 @@ import torch.utils._pytree as pytree
 import cstorch_jax
 from cstorch_jax.coverage.accuracy import error, judge, to_reference
 from cstorch_jax.dtypes import to_jax, to_torch
-from cstorch_jax.lowering import LOWERINGS, channels_last, conv, linalg, nn, pooling, reduction
+from cstorch_jax.lowering import LOWERINGS, channels_last, conv, distances, linalg, nn, pooling, reduction
 from cstorch_jax.lowering.dtype_policy import ACCUMULATION, EXACT, FLOAT32
 from harness import HALF
 
@@ -88,6 +88,16 @@ def _max_pool_nhwc_backward():
     args = [6, 6], [1, 1], [0, 0], [1, 1], False
     out, idx = cstorch.max_pool2d_nhwc(x, *args)
     return U(*out.shape), x, *args, idx
+
+
+def _cdist_backward_args():
+    x1, x2 = U(8, 2048) + 4, U(6, 2048)
+    return U(8, 6), x1, x2, 3.0, torch.cdist(x1, x2, 3.0)
+
+
+def _pdist_backward_args():
+    x = U(8, 2048) * 4
+    return U(28), x, 3.0, torch.pdist(x, 3.0)
 
 
 def _conv_backward_args():
@@ -165,6 +175,13 @@ SAMPLES = {
     aten.replication_pad2d_backward.default: (lambda: (U(1, 2, 68, 68), U(1, 2, 4, 4), [32, 32, 32, 32]), {}),
     aten.replication_pad3d_backward.default: (
         lambda: (U(1, 1, 20, 20, 20), U(1, 1, 4, 4, 4), [8, 8, 8, 8, 8, 8]), {}),
+    # distances: sums of powers of 4096 differences (x's rows ~4 apart from y's: a float16 sum of
+    # fourth powers overflows)
+    aten.dist.default: (lambda: (U(32, 4096) + 4, U(32, 4096), 4), {}),
+    aten._cdist_forward.default: (lambda: (U(8, 2048) + 4, U(6, 2048), 3.0, None), {}),
+    aten._cdist_backward.default: (_cdist_backward_args, {}),
+    aten._pdist_forward.default: (lambda: (U(8, 2048) * 4, 3.0), {}),
+    aten._pdist_backward.default: (_pdist_backward_args, {}),
     # EXACT: selections
     aten.amax.default: (lambda: (N(32, 4096), [1]), {}),
     aten.amin.default: (lambda: (N(32, 4096), [1]), {}),
@@ -282,10 +299,10 @@ def check_accumulation(op, dtype, policy):
 
 
 def test_every_reduction_declares_its_accumulation():
-    """Every lowering of the reduction, normalization/softmax, matmul, convolution and
-    pooling families (their channels-last twins too) declares its accumulation, and each
-    declaration has a sample above."""
-    families = {m.__name__ for m in (reduction, nn, linalg, conv, pooling, channels_last)}
+    """Every lowering of the reduction, normalization/softmax, matmul, convolution,
+    pooling (their channels-last twins too) and distance families declares its
+    accumulation, and each declaration has a sample above."""
+    families = {m.__name__ for m in (reduction, nn, linalg, conv, pooling, channels_last, distances)}
     not_reductions = {aten.embedding.default, aten.rrelu_with_noise_backward.default}
     undeclared = sorted(str(op) for op, fn in LOWERINGS.items()
                         if fn.__module__ in families and fn not in ACCUMULATION and op not in not_reductions)
