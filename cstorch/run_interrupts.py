@@ -14,6 +14,10 @@ do harm:
   adds to. So an interrupted run always ends holding the state of its last step, which
   its end brings to the host, and a new run (a notebook cell run again) continues from
   there.
+  Python swallows an exception raised inside a garbage-collector callback or a `__del__`
+  (jax registers one: `_xla_gc_callback`), printing "Exception ignored in ...": a Ctrl-C
+  that lands there would be lost and the loop would go on. The run sees it through
+  `sys.unraisablehook` and raises it at the next step boundary instead.
 - SIGTERM with the default disposition (which kills the process on the spot) lets the
   step in progress finish, its closures and a checkpoint being written included, and
   raises `SystemExit(128 + 15)` before the next step starts: the run ends as after any
@@ -29,6 +33,7 @@ save, SIGTERM lets it complete and the run exits after the step.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
@@ -42,6 +47,7 @@ class RunInterrupts:
         self._critical = 0
         self._held_interrupt = False
         self._terminate = False
+        self._previous_unraisable_hook = None
 
     def install(self) -> None:
         """At the start of a run: take SIGINT / SIGTERM where they have Python's defaults."""
@@ -50,6 +56,8 @@ class RunInterrupts:
         self._held_interrupt = self._terminate = False
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_interrupt)
+            self._previous_unraisable_hook = sys.unraisablehook
+            sys.unraisablehook = self._on_unraisable
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_terminate)
 
@@ -60,31 +68,49 @@ class RunInterrupts:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
-        self._terminate = False
+        if self._previous_unraisable_hook is not None:
+            if sys.unraisablehook == self._on_unraisable:  # else someone replaced it since: theirs stays
+                sys.unraisablehook = self._previous_unraisable_hook
+            self._previous_unraisable_hook = None
+        self._terminate = self._held_interrupt = False
 
     @contextmanager
     def critical(self) -> Iterator[None]:
         """A Ctrl-C that arrives inside the block is raised when it ends."""
+        if not self._critical:
+            self._raise_held_interrupt()
         self._critical += 1
         try:
             yield
         finally:
             self._critical -= 1
-        if not self._critical and self._held_interrupt:
-            self._held_interrupt = False
-            raise KeyboardInterrupt
+        if not self._critical:
+            self._raise_held_interrupt()
 
-    def exit_if_terminated(self) -> None:
-        """Between steps: SystemExit(143) if SIGTERM arrived during the run."""
+    def at_step_boundary(self) -> None:
+        """Between steps: SystemExit(143) if SIGTERM arrived during the run, the
+        KeyboardInterrupt of a Ctrl-C that was held or swallowed."""
         if self._terminate:
             self._terminate = False
             raise SystemExit(EXIT_ON_SIGTERM)
+        self._raise_held_interrupt()
+
+    def _raise_held_interrupt(self) -> None:
+        if self._held_interrupt:
+            self._held_interrupt = False
+            raise KeyboardInterrupt
 
     def _on_interrupt(self, signum, frame) -> None:
         if self._critical:
             self._held_interrupt = True
             return
         raise KeyboardInterrupt
+
+    def _on_unraisable(self, unraisable) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            self._held_interrupt = True  # swallowed by a gc callback or a __del__: raised at the next boundary
+            return
+        self._previous_unraisable_hook(unraisable)
 
     def _on_terminate(self, signum, frame) -> None:
         self._terminate = True

@@ -17,7 +17,9 @@ prints "ready" once the step is compiled, then reads commands from stdin:
 """
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 
 import torch
@@ -51,6 +53,7 @@ def eager(initial: dict, data, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1)  # the test asks for the stacks when the child goes quiet
     directory, backend_type = sys.argv[1], sys.argv[2]
     save_every = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     torch.manual_seed(0)

@@ -21,6 +21,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 import cstorch
 
@@ -52,7 +53,9 @@ class Child:
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"the child said nothing for {timeout} s") from None
+            self.proc.send_signal(signal.SIGUSR1)  # faulthandler: the child's stacks to its stderr
+            time.sleep(2)
+            raise AssertionError(f"the child said nothing for {timeout} s:\n{self.errors()}") from None
         assert line is not None, f"the child ended:\n{self.errors()}"
         return line
 
@@ -122,3 +125,40 @@ def test_sigterm_finishes_the_step_and_exits_cleanly(tmp_path, save_every, delay
     finally:
         child.close()
     assert _complete_checkpoints(tmp_path) >= (1 if save_every else 0)
+
+
+@pytest.mark.parametrize("backend_type", ["CSX", "CPU"])
+def test_a_ctrl_c_swallowed_by_a_gc_callback_is_raised_at_the_next_step(backend_type):
+    """Python only prints an exception raised in a gc callback or a `__del__` ("Exception
+    ignored in ..."); jax registers such a callback, and a Ctrl-C landing in it was lost:
+    the loop trained on (the CI's CPU interrupt test waited for it forever)."""
+    import gc
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    compiled = cstorch.compile(model, cstorch.backend(backend_type))
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.1)
+
+    @cstorch.trace
+    def step(x):
+        loss = compiled(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    def interrupted_collection(phase, info):
+        gc.callbacks.remove(interrupted_collection)
+        signal.raise_signal(signal.SIGINT)  # the run's handler raises KeyboardInterrupt here
+
+    loader = cstorch.utils.data.DataLoader(lambda: [torch.randn(8, 4) for _ in range(4)])
+    steps, hook_before = 0, sys.unraisablehook
+    with pytest.raises(KeyboardInterrupt):
+        for x in cstorch.utils.data.DataExecutor(loader, num_steps=6):
+            step(x)
+            steps += 1
+            if steps == 2:
+                gc.callbacks.append(interrupted_collection)
+                gc.collect()  # prints nothing: the run keeps the interrupt
+    assert steps == 2
+    assert sys.unraisablehook is hook_before  # the run's hook is gone with the run

@@ -238,9 +238,9 @@ class DataExecutor:
             pipeline.start()
             yield  # the pre-initial step: `__iter__` returns here
             for i in range(self.num_steps):
-                run.interrupts.exit_if_terminated()  # SIGTERM: after the step that was running
+                run.interrupts.at_step_boundary()  # SIGTERM: after the step that was running
                 batch = pipeline.next_batch(i)
-                run.interrupts.exit_if_terminated()
+                run.interrupts.at_step_boundary()
                 self.iteration = i
                 yield batch
                 if self._profiler is not None:
