@@ -1,7 +1,9 @@
 """The OpInfo samples that cstorch is known not to match, each with its reason.
 
-Keys are (op_db name, "forward" | "grad"). This is the only list of expected failures
-of the OpInfo sweep (tests/lowering/test_opinfo.py); everything not listed must pass.
+Keys are (op_db name, "forward" | "grad"). `EXPECTED_FAILURES` holds the float32 sweep's
+(tests/lowering/test_opinfo.py), which the 16-bit sweeps (test_opinfo_half.py) share for
+the ops that fail whatever the dtype (no lowering, float64 inside the op, ...);
+`HALF_EXPECTED_FAILURES` adds the 16-bit ones, per dtype. Everything not listed must pass.
 """
 
 _F64 = ("torch's own implementation creates a float64 tensor inside the op (a tolerance or a constant); "
@@ -62,4 +64,34 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
         "no lowering: torch_nn._linear_cross_entropy_batch_chunked_no_reduction"),
     ("nn.functional.linear_cross_entropy.chunked_none", "grad"): (
         "no lowering: torch_nn._linear_cross_entropy_batch_chunked_no_reduction"),
+}
+
+_TIES = ("ties, frequent at 8 or 11 significant bits, resolved to another index than eager's (the values agree; "
+         "README: known differences)")
+_SMALL_SAMPLE = ("rounding on one small sample, outside the judge's factor 2 there; as accurate as eager on larger "
+                 "random inputs (README: op coverage)")
+
+#: failures of the float32 list that are float32-only (they pass, or are out of scope, in 16 bits)
+FLOAT32_ONLY = {("linalg.svd", "forward"), ("linalg.eigh", "forward"), ("matrix_exp", "forward"),
+                ("matrix_exp", "grad"), ("broadcast_shapes", "forward")}
+
+#: (op_db name, mode, "bfloat16" | "float16") -> reason, for the 16-bit-only failures
+HALF_EXPECTED_FAILURES: dict[tuple[str, str, str], str] = {
+    ("topk", "forward", "bfloat16"): _TIES,
+    ("topk", "grad", "bfloat16"): _TIES,
+    ("msort", "grad", "bfloat16"): _TIES,
+    ("msort", "grad", "float16"): _TIES,
+    ("take_along_dim", "grad", "float16"): _SMALL_SAMPLE + (
+        ": on 64 x 1024 duplicated indices cstorch's error is 0.11 against eager's 330 (eager adds duplicates in "
+        "float16)"),
+    ("nn.functional.multilabel_soft_margin_loss", "forward", "float16"): _SMALL_SAMPLE,
+    ("nn.functional.multilabel_soft_margin_loss", "grad", "float16"): _SMALL_SAMPLE,
+    ("tan", "grad", "float16"): _SMALL_SAMPLE + (
+        ": a sample next to tan's pole, where 1 + tan^2 amplifies the forward's rounding"),
+    ("linalg.cross", "grad", "bfloat16"): "2.2 x eager's error on one sample; not yet re-examined",
+    ("masked.prod", "grad", "bfloat16"): "2.5 x eager's error on one sample; not yet re-examined",
+    ("nn.functional.linear_cross_entropy", "grad", "bfloat16"): "2.5 x eager's error on one sample; not yet "
+                                                                 "re-examined",
+    ("nn.functional.soft_margin_loss", "grad", "bfloat16"): "23 x eager's error on errors of 1e-9 to 3e-8; not "
+                                                             "yet re-examined",
 }

@@ -1,11 +1,10 @@
-"""OpInfo samples of common training ops in bfloat16 and float16, forward and gradient,
-judged against the same op computed in float64 (`cstorch_jax.coverage.accuracy.judge`).
-
-The whole 16-bit sweep (every op, both dtypes) takes hours of CPU on the CI machine; it
-runs from `python -m cstorch_jax.coverage --dtypes bfloat16,float16` and its figures are
-in the README. Here, within the CI budget, one seeded sample per mode of the ops a
-mixed-precision training step spends its time in (pointwise math, activations, softmax,
-normalization, loss, matmul, reductions).
+"""PyTorch's OpInfo database in bfloat16 and float16, forward and gradient, every op on the
+default seeded subset of its samples (as `python -m cstorch_jax.coverage --dtypes
+bfloat16,float16`), each output judged against the same op computed in float64
+(`cstorch_jax.coverage.accuracy.judge`: cstorch's error at most twice eager's, dtypes
+equal, integers exact). Known failures: the float32 list's that do not depend on the dtype
+and `HALF_EXPECTED_FAILURES` (opinfo_expected_failures.py), each with its reason; on the
+subset an expected failure may pass.
 """
 from __future__ import annotations
 
@@ -14,21 +13,44 @@ import torch
 
 pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (dev extra)")
 
-from cstorch_jax.coverage.opinfo import FAIL, PASS, check_mode, load_op_db, op_id  # noqa: E402
+from cstorch_jax.coverage.opinfo import (  # noqa: E402
+    DEFAULT_LIMIT, FAIL, NOT_APPLICABLE, OUT_OF_SCOPE, PASS, check_mode, load_op_db, op_id,
+)
+from opinfo_expected_failures import EXPECTED_FAILURES, FLOAT32_ONLY, HALF_EXPECTED_FAILURES  # noqa: E402
 
-TRAINING_OPS = ["add", "mul", "exp", "nn.functional.gelu", "softmax", "nn.functional.layer_norm",
-                "nn.functional.cross_entropy", "matmul", "sum", "cumsum"]
-SAMPLES = 1
-OPS = {op_id(op): op for op in load_op_db() if op_id(op) in TRAINING_OPS}
+OPS = {op_id(op): op for op in load_op_db()}
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=lambda d: str(d).removeprefix("torch."))
+def _expected(name: str, mode: str, dtype: str) -> str | None:
+    if (name, mode) in EXPECTED_FAILURES and (name, mode) not in FLOAT32_ONLY:
+        return EXPECTED_FAILURES[name, mode]
+    return HALF_EXPECTED_FAILURES.get((name, mode, dtype))
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("mode", ["forward", "grad"])
-@pytest.mark.parametrize("name", TRAINING_OPS)
-def test_training_op_in_16_bit_is_as_accurate_as_eager(name, mode, dtype):
-    outcome = check_mode(OPS[name], mode, dtype, limit=SAMPLES)
-    assert outcome.status != FAIL, f"{name} {mode} {dtype}: {'; '.join(outcome.reasons)}"
-    assert outcome.status == PASS, f"{name} {mode} {dtype}: {outcome.status}: {'; '.join(outcome.reasons)}"
+@pytest.mark.parametrize("name", list(OPS))
+def test_opinfo_in_16_bit(name, mode, dtype):
+    outcome = check_mode(OPS[name], mode, DTYPES[dtype], limit=DEFAULT_LIMIT)
+    if outcome.status == OUT_OF_SCOPE:
+        pytest.skip("; ".join(outcome.reasons))
+    if outcome.status == NOT_APPLICABLE:
+        pytest.skip(f"{name} has no gradient to test")
+    expected = _expected(name, mode, dtype)
+    if outcome.status == FAIL:
+        if expected:
+            pytest.xfail(expected)
+        pytest.fail(f"{name} {mode} {dtype}: {outcome.failed} samples fail: {'; '.join(outcome.reasons)}")
+    assert outcome.status == PASS
+
+
+def test_half_expected_failures_name_real_ops():
+    unknown = sorted(k for k in HALF_EXPECTED_FAILURES
+                     if k[0] not in OPS or k[1] not in ("forward", "grad") or k[2] not in DTYPES)
+    assert not unknown, unknown
+    assert all(reason.strip() for reason in HALF_EXPECTED_FAILURES.values())
+    assert FLOAT32_ONLY <= set(EXPECTED_FAILURES)
 
 
 def test_coverage_command_reports_per_dtype(capsys, tmp_path):
