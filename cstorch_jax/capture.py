@@ -265,8 +265,9 @@ def _data_dependence_is_an_error():
 
 
 # core-ATen decompositions that cstorch replaces by a direct lowering: torch's version
-# reads tensor values in Python, which a static graph cannot do
-_LOWERED_INSTEAD_OF_DECOMPOSED = (aten.take.default,)
+# reads tensor values in Python, which a static graph cannot do (take), or loses
+# precision that eager's kernel keeps (soft_margin_loss_backward: a cancellation)
+_LOWERED_INSTEAD_OF_DECOMPOSED = (aten.take.default, aten.soft_margin_loss_backward.default)
 
 
 @functools.cache

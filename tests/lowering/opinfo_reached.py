@@ -151,6 +151,7 @@ REACHED: dict[str, tuple[str, str]] = {
     'aten.special_shifted_chebyshev_polynomial_w.default': ('special.shifted_chebyshev_polynomial_w', 'forward'),
     'aten.special_spherical_bessel_j0.default': ('special.spherical_bessel_j0', 'forward'),
     'aten.special_zeta.default': ('special.zeta', 'forward'),
+    'aten.soft_margin_loss_backward.default': ('nn.functional.soft_margin_loss', 'grad'),
     'aten.take.default': ('take', 'forward'),
     'aten.topk.default': ('topk', 'forward'),
     'aten.triangular_solve.default': ('triangular_solve', 'forward'),

@@ -54,3 +54,25 @@ def test_max_pool_indices_never_point_into_padding():
     want_out, want_idx = F.max_pool2d_with_indices(x, 3, 2, 1, ceil_mode=True)
     assert_same((out, idx), (want_out, want_idx))
     assert int(idx.min()) >= 0 and int(idx.max()) < 9
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_soft_margin_loss_gradient_at_large_margins_has_no_cancellation(dtype):
+    """The gradient -t sigmoid(-t x) is tiny where t x is large: torch's decomposition
+    computed it as t (sigmoid(t x) - 1), zero in float32 from t x = 17 on and 17 % off in
+    bfloat16 at t x = 14. Eager's kernel is accurate to its dtype's rounding; so must cstorch be."""
+    x = torch.tensor([8.0, 14.0, -17.0, 20.0, 30.0]).to(dtype)
+    t = torch.tensor([1.0, 1.0, -1.0, 1.0, 1.0]).to(dtype)
+
+    def grad(x, t):
+        x = x.clone().requires_grad_()
+        F.soft_margin_loss(x, t, reduction="sum").backward()
+        return x.grad
+
+    x64 = x.double().requires_grad_()
+    (truth,) = torch.autograd.grad(F.soft_margin_loss(x64, t.double(), reduction="sum"), [x64])
+    got, eager = cstorch_jax.jit(grad)(x, t), grad(x, t)
+    assert got.dtype == dtype
+    relative = ((got.double() - truth) / truth).abs().max().item()
+    eager_relative = ((eager.double() - truth) / truth).abs().max().item()
+    assert relative <= max(2 * eager_relative, torch.finfo(dtype).eps), (relative, eager_relative)
