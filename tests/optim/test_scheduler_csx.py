@@ -112,8 +112,10 @@ def test_csx_changing_a_frozen_scheduler_hyperparameter_is_an_error():
         train_with_schedule("CSX", steps=3, edit_after_compile=edit)
 
 
-def test_csx_step_outside_the_traced_step_is_an_error():
-    """During a CSX run the counter lives on the device: a host-side step would be lost."""
+@pytest.mark.parametrize("member", ["step", "increment_last_epoch"])
+def test_csx_step_outside_the_traced_step_is_an_error(member):
+    """During a CSX run the counter lives on the device: a host-side step (or its first
+    half, `increment_last_epoch`) would be lost."""
     _reset_backend()
     model = torch.nn.Linear(4, 2)
     compiled = cstorch.compile(model, cstorch.backend("CSX"))
@@ -129,10 +131,10 @@ def test_csx_step_outside_the_traced_step_is_an_error():
         return loss
 
     loader = cstorch.utils.data.DataLoader(tiny_batches, 2)
-    with pytest.raises(RuntimeError, match="inside the traced step"):
+    with pytest.raises(RuntimeError, match=rf"{member}\(\) was called during a CSX run.*inside the traced step"):
         for x, y in cstorch.utils.data.DataExecutor(loader, num_steps=2):
             step(x, y)
-            sched.step()
+            getattr(sched, member)()
     _reset_backend()
 
 

@@ -285,24 +285,3 @@ def test_the_halves_inside_a_compiled_csx_step_equal_step_on_cpu(advance):
     assert csx["wd"] == pytest.approx(ref_cyclic(CSX_STEPS, 0.0, 0.01, 3, 3, "triangular"), rel=REL, abs=1e-9)
     for a, b in zip(csx["params"], cpu["params"]):
         assert_close_rel(a, b, rel=REL, what="CSX (halves) vs CPU (step)")
-
-
-def test_csx_increment_last_epoch_outside_the_traced_step_is_an_error():
-    model = torch.nn.Linear(4, 2)
-    compiled = cstorch.compile(model, cstorch.backend("CSX"))
-    opt = cstorch.optim.SGD(model.parameters(), lr=0.1)
-    sched = L.StepLR(opt, 0.1, 2, 0.5)
-
-    @cstorch.trace
-    def step(x, y):
-        loss = F.mse_loss(compiled(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    loader = cstorch.utils.data.DataLoader(_batches, 2)
-    with pytest.raises(RuntimeError, match=r"increment_last_epoch\(\) was called during a CSX run"):
-        for x, y in cstorch.utils.data.DataExecutor(loader, num_steps=2):
-            step(x, y)
-            sched.increment_last_epoch()
