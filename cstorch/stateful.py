@@ -37,7 +37,6 @@ from collections import defaultdict
 from typing import ClassVar, ContextManager, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 import torch
-from torch.nn.utils.stateless import _reparametrize_module
 
 #: the kinds of stateful objects, in the order their tensors are lifted into a step
 KINDS = ("model", "optimizer", "scheduler", "grad_scaler", "metric")
@@ -79,8 +78,7 @@ class ModelState:
         yield from self.module.named_buffers()
 
     def bind_step_state(self, traced: Mapping[int, torch.Tensor]) -> ContextManager:
-        mapping = {n: traced[id(t)] for n, t in self.step_state()}
-        return _reparametrize_module(self.module, mapping, tie_weights=True)
+        return swap_module_tensors(self.module, traced)
 
     def graph_constants(self, prefix: str) -> dict[str, object]:
         return {f"{prefix}.{n or '<root>'}.training": m.training for n, m in self.module.named_modules()}
@@ -145,6 +143,30 @@ class StateRegistry:
     @property
     def models(self) -> list[torch.nn.Module]:
         return [m.module for m in self._models]
+
+
+@contextlib.contextmanager
+def swap_module_tensors(module: torch.nn.Module, traced: Mapping[int, torch.Tensor]) -> Iterator[None]:
+    """Within the block every parameter or buffer slot of `module` that holds a tensor
+    `t` with `id(t) in traced` holds `traced[id(t)]`; the original tensors are back after.
+
+    Slots are (module object, attribute) pairs, each module visited once however many
+    names reach it: a submodule registered under two names (`self.ln_f` and
+    `self.dec.norm`), or one tensor held by two modules (tied weights), is swapped once
+    per slot and restored exactly. (torch's name-keyed `_reparametrize_module` swaps an
+    aliased module's slot twice and restores the traced tensor.)"""
+    swapped: list[tuple[dict, str, torch.Tensor]] = []
+    try:
+        for sub in module.modules():  # each module object once
+            for table in (sub._parameters, sub._buffers):
+                for attr, t in table.items():
+                    if t is not None and id(t) in traced and traced[id(t)] is not t:
+                        swapped.append((table, attr, t))
+                        table[attr] = traced[id(t)]
+        yield
+    finally:
+        for table, attr, t in reversed(swapped):
+            table[attr] = t
 
 
 @contextlib.contextmanager
