@@ -217,10 +217,65 @@ def test_half_dtype_setting():
     assert cstorch.amp.set_half_dtype(torch.float16) is torch.float16
     with pytest.raises(ValueError, match="Invalid half dtype"):
         cstorch.amp.set_half_dtype("float8")
-    with pytest.raises(NotImplementedError, match="cbfloat16"):
-        cstorch.amp.set_half_dtype("cbfloat16")
     cstorch.amp.enable_mixed_precision(False)
     assert cstorch.amp.get_floating_point_dtype() is torch.float32
+
+
+def test_cbfloat16_computes_in_its_proxy_float16_with_one_warning():
+    """The real API represents cbfloat16 by the proxy dtype float16 off the wafer; so does
+    cstorch, warning once per process what differs from the wafer."""
+    with pytest.warns(UserWarning, match="computes in float16") as record:
+        assert cstorch.amp.set_half_dtype("cbfloat16") is torch.float16
+        assert cstorch.amp.set_half_dtype("cbfloat16") is torch.float16
+    assert sum("cbfloat16" in str(w.message) for w in record) == 1
+    assert cstorch.amp.get_half_dtype_str() == "cbfloat16"
+    assert cstorch.amp.get_floating_point_dtype() is torch.float16
+    assert cstorch.amp.is_cbfloat16_tensor(torch.ones(2, dtype=torch.float16))
+    assert not cstorch.amp.is_cbfloat16_tensor(torch.ones(2, dtype=torch.bfloat16))
+    cstorch.amp.set_half_dtype("float16")
+    assert not cstorch.amp.is_cbfloat16_tensor(torch.ones(2, dtype=torch.float16))
+
+
+def _half_csx_training(half: str) -> dict:
+    from cstorch._backend import _reset_backend
+    from cstorch.amp import precision
+
+    _reset_backend()
+    precision._reset()
+    torch.manual_seed(0)
+    backend = cstorch.backend("CSX")
+    cstorch.amp.set_half_dtype(half)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    compiled = cstorch.compile(model, backend)
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.1)
+
+    @cstorch.trace
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(4, 8, generator=g), torch.randn(4, 2, generator=g)) for _ in range(3)]
+    for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: batches), num_steps=3):
+        step(x, y)
+    precision._reset()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_cbfloat16_training_on_csx_is_float16_training():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cb = _half_csx_training("cbfloat16")
+    fp16 = _half_csx_training("float16")
+    bf16 = _half_csx_training("bfloat16")
+    for k in fp16:
+        torch.testing.assert_close(cb[k], fp16[k], rtol=0, atol=0)
+    assert any(not torch.equal(cb[k], bf16[k]) for k in cb)  # the half dtype did reach the step
 
 
 def test_autocast_on_cpu_is_bfloat16_only():

@@ -2,9 +2,11 @@
 
 With `enabled`, the step computes in `fp16_type` (weights stay float32): on CSX through
 `cstorch.amp.set_half_dtype`, on CPU/GPU under `cstorch.amp.autocast` (CPU supports
-bfloat16 only, so float16 is replaced by bfloat16 there, with a warning). Loss scaling
-(`loss_scaling_factor`: a number, or "dynamic") applies to float16 only: bfloat16 has
-float32's exponent range and is never scaled. Gradients are clipped after unscaling, by
+bfloat16 only, so float16 is replaced by bfloat16 there, with a warning). `cbfloat16`, the
+wafer's own format, computes in its proxy dtype float16 (as the real package does off the
+wafer; one warning says what differs, see `cstorch.amp.precision`), bfloat16 on CPU. Loss
+scaling (`loss_scaling_factor`: a number, or "dynamic") applies to float16 and cbfloat16
+only: bfloat16 has float32's exponent range and is never scaled. Gradients are clipped after unscaling, by
 global norm (`max_gradient_norm`) or by value (`max_gradient_value`), which works with
 `enabled=False` too. Every Trainer sets the process's mixed-precision switch from its
 `MixedPrecision` (none given: off), so an earlier trainer's setting does not leak into
@@ -27,7 +29,7 @@ from .base import CoreCallback
 
 log = logging.getLogger("cstorch.trainer")
 
-_HALF_TYPES = ("float16", "bfloat16")
+_HALF_TYPES = ("float16", "bfloat16", "cbfloat16")
 
 
 class MixedPrecision(CoreCallback):
@@ -37,9 +39,6 @@ class MixedPrecision(CoreCallback):
                  min_loss_scale: Optional[float] = None, max_loss_scale: Optional[float] = None,
                  max_gradient_norm: Optional[float] = None, max_gradient_value: Optional[float] = None,
                  log_loss_scale: Optional[bool] = None):
-        if fp16_type == "cbfloat16":
-            raise ValueError("fp16_type 'cbfloat16' is the wafer's own format and has no XLA equivalent; use "
-                             "'bfloat16', or 'float16' with loss_scaling_factor: dynamic.")
         if fp16_type not in _HALF_TYPES:
             raise ValueError(f"fp16_type must be one of {_HALF_TYPES}, got {fp16_type!r}")
         if not (loss_scaling_factor == "dynamic" or (isinstance(loss_scaling_factor, (int, float))
@@ -76,7 +75,7 @@ class MixedPrecision(CoreCallback):
                 half = "bfloat16"
             self.fp16_type = half
             cstorch.amp.set_half_dtype(half)
-        if self.enabled and self.fp16_type == "float16" and self.loss_scaling_factor != 1.0:
+        if self.enabled and self.fp16_type in ("float16", "cbfloat16") and self.loss_scaling_factor != 1.0:
             self.grad_scaler = cstorch.amp.GradScaler(
                 loss_scale=self.loss_scaling_factor, init_scale=self.initial_loss_scale,
                 steps_per_increase=self.steps_per_increase, min_loss_scale=self.min_loss_scale,
@@ -87,7 +86,7 @@ class MixedPrecision(CoreCallback):
 
         if not self.enabled:
             return contextlib.nullcontext()
-        return cstorch.amp.autocast(getattr(torch, self.fp16_type))
+        return cstorch.amp.autocast(cstorch.amp.get_half_dtype())
 
     def backward(self, loss: torch.Tensor) -> None:
         if self.grad_scaler is not None:
