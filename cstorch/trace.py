@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 
 import cstorch_jax
 from cstorch_jax import Executable, StaticGraphError, TensorSpec, compile_cache
+from cstorch_jax.capture import trace_step
 
 from . import _backend, amp
 from .host_edits import StateWatch
@@ -83,7 +84,6 @@ class TracedStep:
     def __init__(self, fn: Callable):
         self.fn = amp.conditional_update.conditional_updates(fn)  # resolves amp.update_if_finite marks
         self.program: Optional[_Program] = None
-        self._report_executable: Optional[Executable] = None  # see `report`, for a cached program
         functools.update_wrapper(self, fn)
 
     # -- public -------------------------------------------------------------------
@@ -132,26 +132,9 @@ class TracedStep:
                 f"{self.__name__} has not been compiled yet: call it once inside a DataExecutor loop, or use "
                 f"{self.__name__}.lower(*example_args) to compile it for exploration without running it."
             )
-        executable = self.program.executable
-        if executable.from_cache:  # loaded without its graph: capture it again, for the views
-            if self._report_executable is None:
-                self._report_executable = self._compile(_backend.backend(), *self._example_args(self.program),
-                                                        use_cache=False).executable
-            executable = self._report_executable
+        # a program loaded from the cache gets its graph and lowering now (its body does not run again)
+        executable = self.program.executable.complete()
         return cstorch_jax.explore.StepReport(executable, self.__name__, self.program.state.names)
-
-    @staticmethod
-    def _example_args(prog: "_Program") -> tuple:
-        """(args, kwargs) with the compiled step's signature: zeros for the tensors."""
-        specs = iter(prog.executable.captured.batch_specs)
-
-        def example(leaf):
-            if leaf is not TENSOR:
-                return leaf
-            spec = next(specs)
-            return torch.zeros(spec.shape, dtype=spec.dtype)
-
-        return pytree.tree_unflatten([example(leaf) for leaf in prog.static_leaves], prog.in_spec)
 
     # -- CSX ----------------------------------------------------------------------
     def _compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:
@@ -165,7 +148,7 @@ class TracedStep:
     def _cache_key(self, b, state: StepState, batch, in_spec, static_leaves) -> str | None:
         """The compile-cache lookup key of this step for these inputs (None: no caching
         for multi-process runs). The entry is used only if the step's op signature matches
-        as well (cstorch_jax.compile_cache)."""
+        as well (cstorch_jax.compile_cache; Executable.for_step)."""
         if not compile_cache.usable():
             return None
         code = getattr(self.fn, "__code__", None)
@@ -209,25 +192,10 @@ class TracedStep:
         batch = [leaves[i] for i in tensor_pos]
         names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
         key = self._cache_key(b, state, batch, in_spec, static_leaves) if use_cache else None
-        executable = None
-        if key is not None and compile_cache.candidate(key):
-            # run the body once on fake tensors (its side effects included) and use the cached
-            # program only if the step dispatches exactly the ops it was compiled from
-            signature, _, constants = cstorch_jax.trace_signature(step, state.tensors, batch)
-            hit = compile_cache.load(key, signature)
-            if hit is not None:
-                graph, program, uses_rng, _ = hit
-                graph.constants = constants
-                executable = Executable.restore(graph, program, uses_rng, names, b.run.placement)
-            else:  # the body runs again below, for the capture
-                recorder.clear()
-        trace_seconds = time.perf_counter() - t0
-        if executable is None:
-            captured = cstorch_jax.capture(step, state.tensors, batch)
-            trace_seconds = time.perf_counter() - t0
-            executable = Executable(captured, names, placement=b.run.placement)
-            if key is not None:
-                executable.save_to_cache(key)
+        # the body runs here, once, whatever the cache finds: its op signature is the lookup's check
+        trace = trace_step(step, state.tensors, batch)
+        executable = Executable.for_step(trace, names, b.run.placement, cache_key=key, inputs=[*state.tensors, *batch])
+        trace_seconds = time.perf_counter() - t0 - executable.lower_seconds - executable.compile_seconds
         captured = executable.captured
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
@@ -244,7 +212,8 @@ class TracedStep:
                 if not isinstance(got, torch.Tensor):
                     name = _leaf_names(args, kwargs)[i]
                     raise StaticGraphError(f"{name} was a tensor when the step was compiled and is now {got!r}")
-            elif isinstance(got, torch.Tensor) or got != want:
+            # a NaN that stays NaN is no change (NaN != NaN; `x != x` holds for NaN only)
+            elif isinstance(got, torch.Tensor) or (got != want and not (got != got and want != want)):
                 name = _leaf_names(args, kwargs)[i]
                 raise StaticGraphError(
                     f"{name} was {want!r} when the step was compiled and is now {got!r}. Python values are "

@@ -1,6 +1,8 @@
 """Capture a torch step as one pure core-ATen graph.
 
-`capture(fn, state, batch)` traces `fn(state, batch) -> outputs` once on fake tensors:
+`capture(fn, state, batch)` traces `fn(state, batch) -> outputs` once on fake tensors
+(`trace_step` runs pass 1, the only one that runs the step's Python body; `finish_capture`
+runs pass 2 on its result, so a compile cache can look a step up between the two):
 
 1. pass 1: `make_fx` with autograd running, so `loss.backward()`, `.grad`, `no_grad`
    and in-place optimizer updates are recorded as plain ATen ops. The Python dispatcher
@@ -124,6 +126,7 @@ class OpSignature:
         self._index: dict[int, int] = {}
         self._alive: list[torch.Tensor] = []  # keeps ids unique while the step runs
         self.constants: list[tuple[torch.Tensor, int]] = []  # real tensors read, with their versions
+        self.output_specs: list[TensorSpec] = []  # of the step's outputs, once it returned
         for t in inputs:
             self._number(t)
 
@@ -294,6 +297,12 @@ def register_decomposition(op: torch._ops.OpOverload, fn) -> None:
     table[op] = fn
 
 
+def user_decompositions() -> dict:
+    """op -> fn of the decompositions registered with `register_decomposition`: they act
+    in pass 2, so a step's op signature (recorded in pass 1) does not show them."""
+    return {op: fn for op, (fn, _) in _USER_DECOMPOSITIONS.items()}
+
+
 def remove_decomposition(op: torch._ops.OpOverload) -> None:
     """Undo `register_decomposition(op, ...)`."""
     if op not in _USER_DECOMPOSITIONS:
@@ -364,18 +373,30 @@ def _clean(gm: torch.fx.GraphModule, n_state: int) -> tuple[int, ...]:
     return mutated
 
 
-def capture(
+@dataclass
+class StepTrace:
+    """Pass 1 of a capture: the step's body, run once on fake tensors under `make_fx`.
+
+    Everything a cache lookup needs comes from this one run of the body (its op
+    `signature`, the outside tensors it reads, the specs of its outputs), and
+    `finish_capture` makes the captured graph from it without running the body again."""
+
+    module: torch.fx.GraphModule  # the pass-1 graph (autograd and mutations recorded as ATen ops)
+    n_state: int
+    state_specs: tuple[TensorSpec, ...]
+    batch_specs: tuple[TensorSpec, ...]
+    output_specs: tuple[TensorSpec, ...]
+    signature: str  # `OpSignature` digest (see trace_signature)
+    constants: tuple[tuple[torch.Tensor, int], ...]
+    strides: tuple[tuple[int, ...], ...]  # of the inputs, to make stand-ins for a later pass 2
+
+
+def trace_step(
     fn: Callable[[list[torch.Tensor], list[torch.Tensor]], Sequence[torch.Tensor]],
     state: Sequence[torch.Tensor],
     batch: Sequence[torch.Tensor],
-) -> CapturedGraph:
-    """Trace `fn(state, batch) -> outputs` into a pure core-ATen graph.
-
-    `state` holds distinct tensors that persist across steps (parameters, buffers,
-    optimizer state, scalars such as the learning rate); `fn` may update them in place
-    and may call `backward()`. State and batch tensors that require grad are traced as
-    leaves that require grad. `batch` holds the per-step inputs. `outputs` must be tensors.
-    """
+) -> StepTrace:
+    """Pass 1 of `capture(fn, state, batch)`: runs the step's Python body, once."""
     ids = [id(t) for t in state]
     if len(set(ids)) != len(ids):
         raise CaptureError("capture() needs distinct state tensors; deduplicate tied tensors first")
@@ -387,6 +408,29 @@ def capture(
         # a tensor from outside the step (neither state nor batch) becomes a constant of the graph
         with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
             gm1 = make_fx(stage1, tracing_mode="fake", _allow_non_fake_inputs=True)(*leaves, *batch_leaves)
+    ops = signature[0]
+    return StepTrace(
+        module=gm1,
+        n_state=n_state,
+        state_specs=tuple(TensorSpec.of(s) for s in state),
+        batch_specs=tuple(TensorSpec.of(b) for b in batch),
+        output_specs=tuple(ops.output_specs),
+        signature=ops.hexdigest(),
+        constants=tuple(ops.constants),
+        strides=tuple(tuple(t.stride()) for t in (*state, *batch)),
+    )
+
+
+def finish_capture(trace: StepTrace, inputs: Sequence[torch.Tensor] | None = None) -> CapturedGraph:
+    """Pass 2 of a capture: functionalize and decompose `trace`'s graph (replayed node by
+    node; the step's body does not run again). `inputs` are the tensors traced in pass 1
+    (only their shapes, strides and dtypes matter); without them, stand-ins are made."""
+    specs = (*trace.state_specs, *trace.batch_specs)
+    if inputs is None:
+        inputs = [torch.empty_strided(s.shape, stride, dtype=s.dtype) for s, stride in zip(specs, trace.strides)]
+    n_state = trace.n_state
+    gm1 = trace.module
+    with _data_dependence_is_an_error():
         # run gm1 node by node with metadata preserved, so derived ops keep their module paths
         replay = lambda *args: torch.fx.Interpreter(gm1).run(*args)  # noqa: E731
         with fx_traceback.preserve_node_meta():
@@ -395,7 +439,7 @@ def capture(
                 decomposition_table=decompositions(),
                 tracing_mode="fake",
                 _allow_non_fake_inputs=True,
-            )(*[s.detach() for s in state], *[b.detach() for b in batch])
+            )(*[t.detach() for t in inputs])
     mutated = _clean(gm2, n_state)
     _require_static_shapes(gm2)
     state_nodes = [n for n in gm2.graph.nodes if n.op == "placeholder"][:n_state]
@@ -404,15 +448,31 @@ def capture(
     out_vals = [a.meta["val"] for a in out_node.args[0]][len(mutated):]
     return CapturedGraph(
         module=gm2,
-        state_specs=tuple(TensorSpec.of(s) for s in state),
-        batch_specs=tuple(TensorSpec.of(b) for b in batch),
+        state_specs=trace.state_specs,
+        batch_specs=trace.batch_specs,
         output_specs=tuple(TensorSpec.of(v) for v in out_vals),
         mutated=mutated,
         unused=unused,
         graph_hash=_graph_hash(gm2),
-        signature=signature[0].hexdigest(),
-        constants=tuple(signature[0].constants),
+        signature=trace.signature,
+        constants=trace.constants,
     )
+
+
+def capture(
+    fn: Callable[[list[torch.Tensor], list[torch.Tensor]], Sequence[torch.Tensor]],
+    state: Sequence[torch.Tensor],
+    batch: Sequence[torch.Tensor],
+) -> CapturedGraph:
+    """Trace `fn(state, batch) -> outputs` into a pure core-ATen graph
+    (`finish_capture(trace_step(...))`).
+
+    `state` holds distinct tensors that persist across steps (parameters, buffers,
+    optimizer state, scalars such as the learning rate); `fn` may update them in place
+    and may call `backward()`. State and batch tensors that require grad are traced as
+    leaves that require grad. `batch` holds the per-step inputs. `outputs` must be tensors.
+    """
+    return finish_capture(trace_step(fn, state, batch), [*state, *batch])
 
 
 def _leaves(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -430,6 +490,7 @@ def _run_step(fn, n_state: int, signature: list, *flat):
         if not isinstance(o, torch.Tensor):
             raise CaptureError(f"step output {i} is {type(o).__name__}, expected a tensor")
     ops.record("outputs", (), {}, [*st, *outs])
+    ops.output_specs = [TensorSpec.of(o) for o in outs]
     signature.append(ops)
     return [*st, *outs]
 
@@ -445,5 +506,5 @@ def trace_signature(fn, state: Sequence[torch.Tensor], batch: Sequence[torch.Ten
     with _data_dependence_is_an_error(), enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
         with mode:
             flat = [mode.from_tensor(t).requires_grad_(t.requires_grad) for t in (*state, *batch)]
-            out = _run_step(fn, len(state), signature, *flat)
-    return signature[0].hexdigest(), [TensorSpec.of(o) for o in out[len(state):]], tuple(signature[0].constants)
+            _run_step(fn, len(state), signature, *flat)
+    return signature[0].hexdigest(), list(signature[0].output_specs), tuple(signature[0].constants)

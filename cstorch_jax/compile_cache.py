@@ -1,51 +1,96 @@
 """A persistent cache of compiled steps, so that a second process running the same
-script skips capture and compilation.
+script skips the second capture pass, the lowering and the XLA compile.
 
-Every compiled step is stored under the cache folder (`CSTORCH_CACHE_DIR`, by default
-`$XDG_CACHE_HOME/cstorch` or `~/.cache/cstorch`) as one file: the compiled XLA program
-(serialized by `jax.experimental.serialize_executable`) with the input/output
-description of its captured graph. An entry is found by a lookup key (the caller's:
-which step, the shapes and dtypes of its state and batch, the run's placement) together
-with this module's `engine_fingerprint` (versions of Python, torch, jax, jaxlib and
-cstorch's own sources, the XLA options and flags, the platform). It is used only when the
-step, run once more on fake tensors (`capture.trace_signature`, the step's Python body
-with its side effects, without building a graph), dispatches exactly the ops recorded
-when the entry was compiled (`CapturedGraph.signature`): any change to the code, a
-constant, a hyper-parameter, a shape or a dtype gives another signature, and the step is
-captured and compiled again (kept as another entry of the same key, up to MAX_VARIANTS). An entry that cannot
-be read is ignored and rewritten; nothing is ever used on a partial match.
+It returns only the program a run without the cache would compile, or nothing:
 
-JAX's own persistent compilation cache is pointed at `<cache>/xla` as well (unless the
-user configured it), so a step whose signature changed but whose XLA program did not
-skips the XLA compile.
+The key. `entry_key(lookup, platform, options)` hashes the caller's lookup string (which
+step, the shapes and dtypes of its state and batch, the run's placement) with
+`engine_fingerprint`: the versions of Python, torch, jax and jaxlib, a digest of
+cstorch's own sources, the XLA options and flags, the graph-pass switches, the tables a
+program is made with (`tables_digest`: capture pass 2's decomposition table, user
+decompositions included, and the lowering table, each function by `code_digest`), the
+platform, the devices (kind, platform version) and the CPU's instruction-set features.
 
-`CSTORCH_CACHE=0` (or `configure(enabled=False)`) turns both off; `configure(directory)`
-moves them. Multi-process runs do not use the cache.
+The check. Within a key an entry is found by the step's op signature, recorded while its
+body runs in capture pass 1 (`capture.trace_step`: the one run of the body in the
+process, whatever the lookup finds). Any change to the code, a constant, a
+hyper-parameter, a shape or a dtype gives another signature, and the step is captured
+and compiled again (kept as another entry of the same key, up to MAX_VARIANTS). While
+user decompositions are registered (they act after the signature is recorded) the
+caller also compares the captured graph (`Executable.for_step`). Nothing is used on a
+partial match.
+
+The entry. One file per program, `<cache>/steps/<key>/<signature>.entry`:
+
+    MAGIC | header length (8 bytes, little endian) | header (JSON, UTF-8)
+          | the XLA executable's bytes | sha256 of everything before it (32 bytes)
+
+The header names the key and signature it was stored under and holds the description of
+the captured graph's inputs and outputs, whether it draws random numbers, the batch's
+names and the program's JAX description (`program_codec`). Reading an entry checks the
+checksum, parses JSON and hands bytes to XLA's deserializer: nothing in it can run Python
+code (no pickle). An entry that is not whole, not of this key and signature, or does not
+decode is removed with one `CompileCacheWarning` (naming the file and how to turn the
+cache off) and the step is compiled again. Writers write a temporary
+`.tmp-<host>-<pid>-<random>.part` and rename it into place; the temporary files of
+writers that were killed (their process gone, or older than PART_MAX_AGE_S) are removed
+when an entry of their folder is looked up or any entry is stored.
+
+Trust. The cache trusts whoever can write its folder: an entry holds machine code that
+the run executes. cstorch creates the folders private to the user (mode 0700).
+
+JAX's own persistent compilation cache is not turned on by cstorch (its entries carry no
+checksum and its key does not name the CPU's features).
+
+`CSTORCH_CACHE=0` (or `configure(enabled=False)`) turns the cache off; `CSTORCH_CACHE_DIR`
+(or `configure(directory)`) moves it, by default `$XDG_CACHE_HOME/cstorch` or
+`~/.cache/cstorch`. Multi-process runs do not use the cache.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
+import json
 import os
-import pickle
+import platform as _platform
+import secrets
+import socket
+import struct
 import sys
-import tempfile
-import threading
+import time
+import warnings
 from pathlib import Path
 
 import jax
+import torch
 
-from .capture import CapturedGraph, TensorSpec
+from . import code_digest, program_codec
+from .capture import CapturedGraph, TensorSpec, decompositions
+from .lowering.registry import LOWERINGS, RANDOM_OPS
 
 ENV_DIR = "CSTORCH_CACHE_DIR"
 ENV_ENABLED = "CSTORCH_CACHE"
 # the environment variables that change which program a step compiles to (graph passes)
 PROGRAM_ENV_PREFIXES = ("CSTORCH_GEMM", "CSTORCH_FFI_GEMM", "CSTORCH_CHANNELS_LAST")
-FORMAT = 1
+FORMAT = 2
+MAGIC = b"cstorch-step\x00v2\n"
+MAX_VARIANTS = 8  # entries kept per lookup key (one per signature), newest first
+PART_MAX_AGE_S = 600  # a temporary file this old is a killed writer's, wherever it ran
+SUFFIX = ".entry"
+#: where the CPU's instruction-set features are read (Linux; elsewhere the processor's name)
+CPUINFO = Path("/proc/cpuinfo")
 
 _settings: dict = {"directory": None, "enabled": None}
-_xla_cache_lock = threading.Lock()
+_HOST = socket.gethostname().replace(os.sep, "_")
+
+
+class CompileCacheWarning(UserWarning):
+    """An entry of the compile cache could not be used and was removed."""
+
+
+class EntryError(ValueError):
+    """An entry that is not a whole, valid entry of its key and signature."""
 
 
 def configure(directory: str | os.PathLike | None = None, enabled: bool | None = None) -> None:
@@ -79,14 +124,7 @@ def usable() -> bool:
     return directory() is not None and jax.process_count() == 1
 
 
-def _xla_cache(folder: Path) -> None:
-    """Point JAX's persistent compilation cache at `<folder>/xla` unless the user set one."""
-    with _xla_cache_lock:
-        if jax.config.jax_compilation_cache_dir:
-            return
-        jax.config.update("jax_compilation_cache_dir", str(folder / "xla"))
-
-
+# -- the key ----------------------------------------------------------------------------------
 @functools.cache
 def _source_digest() -> str:
     """sha256 of cstorch's and cstorch_jax's Python sources and compiled handlers: code that
@@ -104,25 +142,67 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=4)
+def _cpu_features(cpuinfo: str) -> str:
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip().lower() in ("flags", "features"):  # x86, arm
+            return " ".join(sorted(set(value.split())))
+    return _platform.processor()
+
+
+def cpu_features() -> str:
+    """The machine's architecture and its CPU's instruction-set features (the flags of
+    `CPUINFO`): XLA compiles CPU code for the features of the CPU it runs on."""
+    return f"{_platform.machine()}: {_cpu_features(str(CPUINFO))}"
+
+
+def device_description() -> list[str]:
+    """Platform, kind and platform version (and compute capability, where there is one)
+    of every device."""
+    return [f"{d.platform}/{d.device_kind}/{d.client.platform_version}/{getattr(d, 'compute_capability', '')}"
+            for d in jax.devices()]
+
+
+def tables_digest() -> str:
+    """Digest of the tables that turn a captured step into a program: capture pass 2's
+    decompositions (torch's core-ATen table with cstorch's and the user's changes) and
+    the ATen -> jax.numpy lowerings, each function by `code_digest.digest`."""
+    h = hashlib.sha256()
+    for name, table in (("decomposition", decompositions()), ("lowering", LOWERINGS)):
+        for op, fn in sorted(table.items(), key=lambda kv: str(kv[0])):
+            h.update(f"{name} {op} {code_digest.digest(fn)}\n".encode())
+    h.update(f"random {sorted(str(op) for op in RANDOM_OPS)}".encode())
+    return h.hexdigest()
+
+
 def engine_fingerprint(platform: str, compiler_options: dict) -> str:
     """Everything outside the step that decides the compiled program."""
     import jaxlib
-    import torch
 
     parts = [
         f"format={FORMAT}", f"python={sys.version}", f"torch={torch.__version__}", f"jax={jax.__version__}",
-        f"jaxlib={jaxlib.__version__}", f"sources={_source_digest()}", f"platform={platform}",
-        f"devices={[d.device_kind for d in jax.devices()]}", f"options={sorted(compiler_options.items())}",
-        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}",
+        f"jaxlib={jaxlib.__version__}", f"sources={_source_digest()}", f"tables={tables_digest()}",
+        f"platform={platform}", f"devices={device_description()}", f"cpu={cpu_features()}",
+        f"options={sorted(compiler_options.items())}", f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}",
         *(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(PROGRAM_ENV_PREFIXES)),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+def entry_key(lookup: str, platform: str, compiler_options: dict) -> str:
+    return hashlib.sha256(f"{lookup}\n{engine_fingerprint(platform, compiler_options)}".encode()).hexdigest()
+
+
+# -- what an entry describes -----------------------------------------------------------------------
 @dataclasses.dataclass
 class CachedGraph:
     """What a program loaded from the cache knows of its captured graph: everything but
-    the graph itself (`module` is None: capture the step again to look at it)."""
+    the graph itself (`module` is None; `Executable.complete` makes it)."""
 
     state_specs: tuple[TensorSpec, ...]
     batch_specs: tuple[TensorSpec, ...]
@@ -132,7 +212,7 @@ class CachedGraph:
     graph_hash: str
     signature: str
     module: None = None
-    constants: tuple = ()  # set by the caller from `trace_signature` (tensors are not stored)
+    constants: tuple = ()  # set by the caller from the step's trace (tensors are not stored)
 
     read_only = CapturedGraph.read_only
     changed_constants = CapturedGraph.changed_constants
@@ -142,86 +222,238 @@ class CachedGraph:
         return cls(captured.state_specs, captured.batch_specs, captured.output_specs, captured.mutated,
                    captured.unused, captured.graph_hash, captured.signature)
 
+    def to_json(self) -> dict:
+        specs = lambda ss: [[list(s.shape), str(s.dtype).removeprefix("torch.")] for s in ss]  # noqa: E731
+        return {"state_specs": specs(self.state_specs), "batch_specs": specs(self.batch_specs),
+                "output_specs": specs(self.output_specs), "mutated": list(self.mutated),
+                "unused": list(self.unused), "graph_hash": self.graph_hash}
 
-MAX_VARIANTS = 8  # entries kept per lookup key (one per signature), newest first
+    @classmethod
+    def from_json(cls, d, signature: str) -> "CachedGraph":
+        d = _fields(d, "graph", {"state_specs": list, "batch_specs": list, "output_specs": list, "mutated": list,
+                                 "unused": list, "graph_hash": str})
+        state = _specs(d["state_specs"])
+        mutated, unused = (_indices(d[k], len(state), k) for k in ("mutated", "unused"))
+        if set(mutated) & set(unused):
+            raise EntryError("state is both mutated and unused")
+        return cls(state, _specs(d["batch_specs"]), _specs(d["output_specs"]), mutated, unused, d["graph_hash"],
+                   signature)
 
 
+def _fields(d, what: str, schema: dict) -> dict:
+    if type(d) is not dict:
+        raise EntryError(f"{what} is not an object")
+    for k, t in schema.items():
+        if k not in d:
+            raise EntryError(f"{what} has no {k!r}")
+        if type(d[k]) is not t:
+            raise EntryError(f"{what}.{k} is not a {t.__name__}")
+    return d
+
+
+def _specs(items: list) -> tuple[TensorSpec, ...]:
+    out = []
+    for item in items:
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not list or type(item[1]) is not str:
+            raise EntryError(f"bad tensor spec {item!r}")
+        shape, name = item
+        dtype = getattr(torch, name, None)
+        if not isinstance(dtype, torch.dtype) or not all(type(s) is int and s >= 0 for s in shape):
+            raise EntryError(f"bad tensor spec {item!r}")
+        out.append(TensorSpec(tuple(shape), dtype))
+    return tuple(out)
+
+
+def _indices(items: list, n: int, what: str) -> tuple[int, ...]:
+    if not all(type(i) is int and 0 <= i < n for i in items) or len(set(items)) != len(items):
+        raise EntryError(f"bad {what} indices")
+    return tuple(items)
+
+
+@dataclasses.dataclass
+class CachedProgram:
+    """A loaded entry: the compiled program (a `jax.stages.Compiled`, on the run's
+    devices) and the description of its graph."""
+
+    graph: CachedGraph
+    compiled: object
+    uses_rng: bool
+    batch_names: list[str]
+    path: Path
+
+
+# -- the file format --------------------------------------------------------------------------------
+def pack(header: dict, blob: bytes) -> bytes:
+    """An entry's bytes: MAGIC, the header's length and JSON, `blob`, and their sha256."""
+    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    body = MAGIC + struct.pack("<Q", len(text)) + text + blob
+    return body + hashlib.sha256(body).digest()
+
+
+def unpack(data: bytes) -> tuple[dict, bytes]:
+    """(header, blob) of an entry's bytes; EntryError unless they are whole (checksum
+    first, then the JSON)."""
+    n = len(MAGIC)
+    if len(data) < n + 8 + 32 or data[:n] != MAGIC:
+        raise EntryError("not a cstorch compile-cache entry of this format (or truncated)")
+    body, digest = data[:-32], data[-32:]
+    if hashlib.sha256(body).digest() != digest:
+        raise EntryError("checksum mismatch (damaged or truncated)")
+    (length,) = struct.unpack("<Q", body[n:n + 8])
+    if length > len(body) - n - 8:
+        raise EntryError("header length beyond the end of the entry")
+    try:
+        header = json.loads(body[n + 8:n + 8 + length].decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise EntryError(f"header is not JSON: {e}") from e
+    if type(header) is not dict:
+        raise EntryError("header is not an object")
+    return header, body[n + 8 + length:]
+
+
+def _read_header(header: dict, key: str, signature: str) -> tuple[CachedGraph, bool, list[str]]:
+    _fields(header, "header", {"format": int, "key": str, "signature": str, "graph": dict, "uses_rng": bool,
+                               "batch_names": list, "program": dict})
+    if header["format"] != FORMAT:
+        raise EntryError(f"format {header['format']}, expected {FORMAT}")
+    if header["key"] != key or header["signature"] != signature:
+        raise EntryError("stored under another key or signature")
+    names = header["batch_names"]
+    if not all(type(n) is str for n in names):
+        raise EntryError("batch names are not strings")
+    graph = CachedGraph.from_json(header["graph"], signature)
+    if len(names) != len(graph.batch_specs):
+        raise EntryError("one batch name per batch input")
+    return graph, header["uses_rng"], names
+
+
+# -- the folder -------------------------------------------------------------------------------------
 def _path(folder: Path, key: str, signature: str) -> Path:
-    return folder / "steps" / key / f"{signature}.pkl"
+    return folder / "steps" / key / f"{signature}{SUFFIX}"
 
 
-def entry_key(lookup: str, platform: str, compiler_options: dict) -> str:
-    return hashlib.sha256(f"{lookup}\n{engine_fingerprint(platform, compiler_options)}".encode()).hexdigest()
+def _private_dirs(folder: Path, key_dir: Path) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    for d in (folder, folder / "steps", key_dir):
+        d.mkdir(mode=0o700, exist_ok=True)
 
 
-def candidate(key: str) -> bool:
-    """Whether an entry exists for `key` (a signature check decides whether it is used)."""
+def drop(path: Path, reason: str) -> None:
+    """Remove an unusable entry, with one warning."""
+    try:
+        path.unlink(missing_ok=True)
+        removed = "it was removed"
+    except OSError as e:
+        removed = f"it could not be removed ({e})"
     folder = directory()
-    return folder is not None and (folder / "steps" / key).is_dir() and any((folder / "steps" / key).glob("*.pkl"))
+    warnings.warn(
+        f"cstorch: the compile-cache entry {path} is unusable ({reason}); {removed} and the step is compiled "
+        f"again. The cache is {folder}: set CSTORCH_CACHE=0 to turn it off.", CompileCacheWarning, stacklevel=3)
 
 
-def load(key: str, signature: str):
-    """(CachedGraph, serialized program, uses_rng, batch names) of the entry for `key`
-    recorded with this `signature`, or None. A hit touches the entry (it stays among the
-    newest MAX_VARIANTS of its key)."""
-    folder = directory()
-    if folder is None:
-        return None
+def _writer(name: str) -> tuple[str | None, int | None]:
+    """(host, pid) of a temporary file's writer, from its name."""
+    parts = name[len(".tmp-"):-len(".part")].rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None, None
+    return parts[0], int(parts[1])
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
     try:
-        with open(_path(folder, key, signature), "rb") as f:
-            entry = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("signature") != signature:
-        return None
-    _xla_cache(folder)
-    try:
-        os.utime(_path(folder, key, signature))
-    except OSError:
-        pass
-    return entry["graph"], entry["program"], entry["uses_rng"], entry["batch_names"]
-
-
-def store(key: str, captured, compiled, uses_rng: bool, batch_names) -> bool:
-    """Write the entry for `key` atomically (a temp file renamed into place); False when
-    the cache is off or the program cannot be serialized."""
-    folder = directory()
-    if folder is None or not captured.signature:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    _xla_cache(folder)
-    try:
-        from jax.experimental import serialize_executable
-
-        program = serialize_executable.serialize(compiled)
-    except Exception:  # a program XLA cannot serialize is simply not cached
-        return False
-    entry = {"format": FORMAT, "signature": captured.signature, "graph": CachedGraph.of(captured),
-             "program": program, "uses_rng": uses_rng, "batch_names": list(batch_names)}
-    path = _path(folder, key, captured.signature)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-        _prune(path.parent)
-    except OSError:
-        return False
+    except OSError:  # another user's process: alive
+        return True
     return True
+
+
+def _clean_parts(folders) -> None:
+    """Remove the temporary files of killed writers in `folders`."""
+    now = time.time()
+    for folder in folders:
+        try:
+            parts = list(folder.glob(".tmp-*.part"))
+        except OSError:
+            continue
+        for part in parts:
+            try:
+                age = now - part.stat().st_mtime
+            except OSError:
+                continue
+            host, pid = _writer(part.name)
+            if age > PART_MAX_AGE_S or (host == _HOST and pid is not None and not _alive(pid)):
+                part.unlink(missing_ok=True)
 
 
 def _prune(folder: Path) -> None:
     """Keep the MAX_VARIANTS newest entries of one lookup key."""
-    entries = sorted(folder.glob("*.pkl"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    entries = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     for old in entries[MAX_VARIANTS:]:
         old.unlink(missing_ok=True)
 
 
-def deserialize(program, devices):
-    """A loaded `jax.stages.Compiled` from `store`'s serialized program, on `devices` (the
-    run's devices, in order; by default JAX would load it onto every device of the
-    process, and a one-device program then expects one input per device)."""
-    from jax.experimental import serialize_executable
+# -- load and store ---------------------------------------------------------------------------------
+def load(key: str, signature: str, devices) -> CachedProgram | None:
+    """The entry of `key` recorded with this `signature`, its program loaded onto
+    `devices` (the run's devices, in order), or None: no such entry, or an unusable one
+    (removed, with one `CompileCacheWarning`). A hit touches the entry (it stays among the
+    newest MAX_VARIANTS of its key)."""
+    folder = directory()
+    if folder is None:
+        return None
+    path = _path(folder, key, signature)
+    _clean_parts([path.parent])
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        drop(path, f"unreadable: {e}")
+        return None
+    try:
+        header, blob = unpack(data)
+        graph, uses_rng, names = _read_header(header, key, signature)
+        compiled = program_codec.decode(header["program"], blob, devices)
+    except Exception as e:  # noqa: BLE001 (whatever is wrong with an entry, the step is compiled again)
+        drop(path, f"{type(e).__name__}: {e}")
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return CachedProgram(graph, compiled, uses_rng, names, path)
 
-    payload, in_tree, out_tree = program
-    return serialize_executable.deserialize_and_load(payload, in_tree, out_tree, execution_devices=devices)
+
+def store(key: str, captured, compiled, uses_rng: bool, batch_names) -> bool:
+    """Write the entry for `key` atomically (a temporary file renamed into place); False
+    when the cache is off or the program cannot be written as data."""
+    folder = directory()
+    if folder is None or not captured.signature:
+        return False
+    try:
+        program, blob = program_codec.encode(compiled)
+    except Exception:  # noqa: BLE001 (a program that cannot be serialized is simply not cached)
+        return False
+    header = {"format": FORMAT, "key": key, "signature": captured.signature,
+              "graph": CachedGraph.of(captured).to_json(), "uses_rng": bool(uses_rng),
+              "batch_names": list(batch_names), "program": program}
+    data = pack(header, blob)
+    path = _path(folder, key, captured.signature)
+    tmp = path.parent / f".tmp-{_HOST}-{os.getpid()}-{secrets.token_hex(4)}.part"
+    try:
+        _private_dirs(folder, path.parent)
+        _clean_parts(p for p in (folder / "steps").iterdir() if p.is_dir())
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _prune(path.parent)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True

@@ -26,7 +26,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import compile_cache, native
-from .capture import CapturedGraph, TensorSpec
+from .capture import CapturedGraph, StepTrace, TensorSpec, finish_capture, user_decompositions
 from .dtypes import jax_dtype
 from .errors import StaticGraphError
 from .lowering import to_jax_function, uses_rng
@@ -40,6 +40,15 @@ def _aval(spec: TensorSpec) -> jax.ShapeDtypeStruct:
 
 
 KEY_AVAL = jax.ShapeDtypeStruct((2,), jax.numpy.uint32)
+
+
+def _as_tuples(tree):
+    """`tree` with its lists made tuples (to compare pytrees of tuples)."""
+    if isinstance(tree, (list, tuple)):
+        return tuple(_as_tuples(x) for x in tree)
+    if isinstance(tree, dict):
+        return {k: _as_tuples(v) for k, v in tree.items()}
+    return tree
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -52,7 +61,10 @@ def computes_in_16_bit(gm: torch.fx.GraphModule) -> bool:
 class Executable:
     """One compiled XLA program for one captured graph."""
 
-    def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None, placement=None):
+    def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None, placement=None,
+                 compiled=None):
+        """Lower `captured` and compile it (or take `compiled`, a program already compiled
+        from this graph for this placement: the compile cache's)."""
         self._describe(captured, batch_names, placement)
         self.uses_rng = uses_rng(captured.module)
         n_state = len(captured.state_specs)
@@ -87,11 +99,15 @@ class Executable:
         t0 = time.perf_counter()
         self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(*self._avals)
         t1 = time.perf_counter()
-        options = compiler_options(self.placement.platform, computes_in_16_bit(self.graph_module))
-        self.compiled = self.lowered.compile(compiler_options=options)
+        if compiled is None:
+            options = compiler_options(self.placement.platform, computes_in_16_bit(self.graph_module))
+            compiled = self.lowered.compile(compiler_options=options)
+        self.compiled = compiled
         self.lower_seconds = t1 - t0
         self.compile_seconds = time.perf_counter() - t1
         self.from_cache = False
+        self._trace = None  # of a program loaded from the cache (see complete)
+        self._complete = None
 
     def _describe(self, captured, batch_names, placement) -> None:
         self.captured = captured
@@ -102,23 +118,108 @@ class Executable:
         self.kept = captured.read_only
 
     @classmethod
-    def restore(cls, cached: "compile_cache.CachedGraph", program, uses_rng: bool, batch_names,
-                placement) -> "Executable":
-        """The executable of a cache entry (`compile_cache.load`): the compiled program
-        without its captured graph (`captured.module` is None) or lowering."""
+    def for_step(cls, trace: StepTrace, batch_names: Sequence[str] | None = None, placement=None,
+                 cache_key: str | None = None, inputs=None) -> "Executable":
+        """The executable of a traced step (`capture.trace_step`, whose run was the only run
+        of the step's body): with a `cache_key`, the compile cache's program for it
+        (`lookup`); otherwise the capture is finished (`finish_capture`, on `inputs`: the
+        traced state and batch) and compiled, and stored under `cache_key`."""
+        placement = placement or SingleDevice()
+        captured = None
+        if cache_key is not None:
+            executable, captured = cls.lookup(trace, cache_key, batch_names, placement, inputs)
+            if executable is not None:
+                return executable
+        if captured is None:
+            captured = finish_capture(trace, inputs)
+        executable = cls(captured, batch_names, placement)
+        if cache_key is not None:
+            executable.save_to_cache(cache_key)
+        return executable
+
+    @classmethod
+    def lookup(cls, trace: StepTrace, cache_key: str, batch_names: Sequence[str] | None = None, placement=None,
+               inputs=None) -> tuple["Executable | None", CapturedGraph | None]:
+        """(the compile cache's executable for `trace` under `cache_key`, or None; the
+        captured graph when the lookup had to finish the capture, or None). The entry must
+        be recorded with the trace's op signature and, while user decompositions are
+        registered (they act after the signature is recorded), hold the same captured
+        graph. An entry that does not describe the trace's inputs and outputs is removed
+        with a warning (as `compile_cache.load` removes one it cannot read)."""
+        placement = placement or SingleDevice()
+        if placement.platform == "cpu":
+            native.gemm_targets()  # a cached program may call the BLAS custom call
+        cached = compile_cache.load(cache_key, trace.signature, placement.devices)
+        captured = None
+        if cached is not None and user_decompositions():
+            captured = finish_capture(trace, inputs)
+            if captured.graph_hash != cached.graph.graph_hash:
+                return None, captured  # compiled again, and stored over the entry
+        if cached is None:
+            return None, captured
+        try:
+            return cls.restore(cached, trace, batch_names, placement, captured), captured
+        except compile_cache.EntryError as e:
+            compile_cache.drop(cached.path, str(e))
+            return None, captured
+
+    @classmethod
+    def restore(cls, cached: "compile_cache.CachedProgram", trace: StepTrace, batch_names, placement,
+                captured: CapturedGraph | None = None) -> "Executable":
+        """The executable of a cache entry (`compile_cache.load`) for `trace`: the loaded
+        program, with `captured` when the graph was made (else the entry's description,
+        `captured.module` None, until `complete`). EntryError when the entry does not
+        describe this step's inputs and outputs or the program does not take them."""
+        graph = cached.graph
+        if (graph.state_specs, graph.batch_specs, graph.output_specs) != (
+                trace.state_specs, trace.batch_specs, trace.output_specs):
+            raise compile_cache.EntryError("the entry describes other inputs or outputs than the step's")
+        graph.constants = trace.constants
         self = cls.__new__(cls)
-        self._describe(cached, batch_names, placement)
-        self.uses_rng = uses_rng
+        self._describe(captured if captured is not None else graph, batch_names, placement)
+        self.uses_rng = cached.uses_rng
         self.graph_module = None
         self.lowered = None
-        if self.placement.platform == "cpu":
-            native.gemm_targets()  # the program may call the BLAS custom call
-        t0 = time.perf_counter()
-        self.compiled = compile_cache.deserialize(program, self.placement.devices)
+        self.compiled = cached.compiled
+        self._check_interface()
         self.lower_seconds = 0.0
-        self.compile_seconds = time.perf_counter() - t0
+        self.compile_seconds = 0.0
         self.from_cache = True
+        self._trace = trace
+        self._complete = None
         return self
+
+    def _check_interface(self) -> None:
+        """EntryError unless the compiled program takes (mutated, kept, batch, key) with the
+        captured specs, donating the mutated state and the key, and returns (new mutated
+        state, outputs, key)."""
+        c = self.captured
+        canonical = jax.dtypes.canonicalize_dtype
+        spec = lambda s: (tuple(s.shape), canonical(jax_dtype(s.dtype)))  # noqa: E731
+        key = ((2,), canonical(jax.numpy.uint32))
+        want_in = ((tuple((spec(c.state_specs[i]), True) for i in c.mutated),
+                    tuple((spec(c.state_specs[i]), False) for i in self.kept),
+                    tuple((spec(s), False) for s in c.batch_specs), (key, True)), {})
+        want_out = (tuple(spec(c.state_specs[i]) for i in c.mutated), tuple(spec(s) for s in c.output_specs), key)
+        got_in = jax.tree_util.tree_map(lambda a: ((tuple(a.shape), canonical(a.dtype)), a.donated),
+                                        self.compiled.args_info)
+        got_out = jax.tree_util.tree_map(lambda a: (tuple(a.shape), canonical(a.dtype)), self.compiled.out_info)
+        if _as_tuples(got_in) != want_in or _as_tuples(got_out) != want_out:
+            raise compile_cache.EntryError("the cached program does not take and return the step's tensors")
+
+    def complete(self) -> "Executable":
+        """This executable with its captured graph and lowering (what reports read):
+        itself when it was compiled here; for one loaded from the cache, its step's capture
+        finished (pass 2 of the trace: the body does not run again) and lowered around the
+        loaded program, which is not compiled again."""
+        if self._trace is None:
+            return self
+        if self._complete is None:
+            captured = self.captured if isinstance(self.captured, CapturedGraph) else finish_capture(self._trace)
+            done = Executable(captured, self.batch_names, self.placement, compiled=self.compiled)
+            done.from_cache, done.compile_seconds = True, self.compile_seconds
+            self._complete = done
+        return self._complete
 
     def save_to_cache(self, key: str) -> bool:
         """Store this program in the compile cache under `key` (see compile_cache)."""

@@ -1,7 +1,9 @@
 """A small training script for tests/test_compile_cache.py, run as its own process:
-GPT-style decoder with dropout, AdamW with a cosine schedule, a step closure reading the
-loss. Prints one JSON line: the losses, a digest of the final parameters, and whether the
-compiled step came from the compile cache."""
+GPT-style decoder with dropout (`--model gpt`) or a tiny MLP (`--model mlp`), AdamW with a
+cosine schedule, a step closure reading the loss; `--decomp cube` registers a
+`cstorch.register_decomposition` of aten.gelu first. Prints one JSON line: the losses, a
+digest of the final parameters, whether the compiled step came from the compile cache,
+and how many times the step's Python body ran."""
 import argparse
 import hashlib
 import json
@@ -12,13 +14,33 @@ import cstorch
 from benchmarks.models import GPT
 
 p = argparse.ArgumentParser()
+p.add_argument("--model", choices=["gpt", "mlp"], default="gpt")
+p.add_argument("--decomp", choices=["none", "cube"], default="none")
 p.add_argument("--dropout", type=float, default=0.1)
 p.add_argument("--batch", type=int, default=4)
 p.add_argument("--steps", type=int, default=4)
 args = p.parse_args()
 
+if args.decomp == "cube":
+    @cstorch.register_decomposition(torch.ops.aten.gelu.default)
+    def cubic_gelu(x, approximate="none"):
+        return x * x * x
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Embedding(64, 16), torch.nn.GELU(), torch.nn.Linear(16, 64))
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.net(x).flatten(0, 1), y.flatten())
+
+
 torch.manual_seed(0)
-model = GPT(vocab=64, seq=16, d_model=32, n_heads=2, n_layers=2, dropout=args.dropout)
+if args.model == "gpt":
+    model = GPT(vocab=64, seq=16, d_model=32, n_heads=2, n_layers=2, dropout=args.dropout)
+else:
+    model = MLP()
 backend = cstorch.backend("CSX")
 cstorch.backends.csx.performance.progress = False
 compiled = cstorch.compile(model, backend)
@@ -26,6 +48,7 @@ opt = cstorch.optim.AdamW(model.parameters(), lr=1e-2)
 sched = cstorch.optim.lr_scheduler.CosineDecayLR(opt, initial_learning_rate=1e-2, end_learning_rate=1e-3,
                                                  total_iters=args.steps)
 losses = []
+body_runs = []
 
 
 @cstorch.step_closure
@@ -35,6 +58,7 @@ def record(loss):
 
 @cstorch.trace
 def train_step(x, y):
+    body_runs.append(1)
     loss = compiled(x, y)
     loss.backward()
     opt.step()
@@ -55,7 +79,8 @@ for k, v in sorted(model.state_dict().items()):
     digest.update(k.encode())
     digest.update(v.detach().numpy().tobytes())
 ex = train_step.executable
-report = train_step.report  # a loaded program is captured again for its views
+report = train_step.report  # a loaded program is completed for its views (the body does not run again)
 assert report.num_ops > 0 and report.cost.flops > 0
 print(json.dumps({"losses": losses, "params": digest.hexdigest(), "from_cache": ex.from_cache,
+                  "body_runs": len(body_runs),
                   "compile_seconds": train_step.program.trace_seconds + ex.lower_seconds + ex.compile_seconds}))
