@@ -1,15 +1,21 @@
 """`ConfigError` and the small checks of YAML values that the trainer's configuration
 modules share (`specs/`, `config.py`, `legacy.py`, `cli.py`): unknown keys (the error
-names the full key path and the closest valid keys), mappings, numbers, the device
-names, and the keyword arguments of the classes a YAML names (checked against their
-signatures; built with errors naming the key). A leaf module: it imports nothing of the
-trainer."""
+names the full key path and the closest valid keys), mappings, numbers (finite ones for
+hyper-parameters), the device names, `model_dir`, and the keyword arguments of the
+classes a YAML names (checked against their signatures; built with errors naming the
+key). A leaf module: it imports nothing of the trainer.
+
+An error message shows a value with `show(value)`, never with its whole `repr`: a value
+read from YAML may be huge (a few hundred bytes of nested aliases expand to billions of
+items), and `show` gives a bounded excerpt of it (at most `SHOW_LIMIT` characters)."""
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import inspect
+import math
 import numbers
+import os
 from typing import Optional
 
 from cstorch.distributed import ClusterConfig
@@ -19,13 +25,80 @@ DEVICES = ("CSX", "CPU", "GPU")
 
 def device_name(value) -> str:
     """A device / backend type name as the trainer uses it: upper case, the alias XLA
-    read as CSX (`cstorch.backend` accepts both)."""
-    name = str(value).upper()
+    read as CSX (`cstorch.backend` accepts both). A value that is not a string is no
+    device name: its `show` excerpt (never its whole str, which may be huge)."""
+    if not isinstance(value, str):
+        return show(value)
+    name = value.upper()
     return "CSX" if name == "XLA" else name
 
 
 class ConfigError(ValueError):
     """A mistake in a trainer configuration (the message says what and how to fix it)."""
+
+
+#: the most characters `show` gives for a value
+SHOW_LIMIT = 200
+#: containers nested deeper than this show as `[...]` / `{...}`
+_SHOW_DEPTH = 12
+
+_BRACKETS = {list: ("[", "]"), tuple: ("(", ")"), set: ("{", "}"), frozenset: ("frozenset({", "})")}
+
+
+class _Full(Exception):
+    """The excerpt of `show` has reached its limit."""
+
+
+def show(value, limit: int = SHOW_LIMIT) -> str:
+    """A bounded excerpt of `repr(value)` for an error message (module doc): the repr
+    itself for a small value; for a large one its first `limit` characters, ending in
+    `...`. Mappings, lists, tuples and sets are written item by item until the limit is
+    reached, so a value of billions of items (YAML aliases) costs nothing."""
+    parts: list[str] = []
+    room = [limit + 1]  # one over: a repr of exactly `limit` characters is shown whole
+
+    def put(text: str) -> None:
+        parts.append(text[:max(room[0], 0)])
+        room[0] -= len(text)
+        if room[0] <= 0:
+            raise _Full
+
+    def walk(v, depth: int) -> None:
+        if isinstance(v, dict):
+            if depth >= _SHOW_DEPTH:
+                return put("{...}")
+            put("{")
+            for i, (k, x) in enumerate(v.items()):
+                put(", " if i else "")
+                walk(k, depth + 1)
+                put(": ")
+                walk(x, depth + 1)
+            return put("}")
+        kind = next((t for t in _BRACKETS if isinstance(v, t)), None)
+        if kind is not None:
+            opening, closing = _BRACKETS[kind]
+            if kind in (set, frozenset) and not v:
+                return put(f"{kind.__name__}()")
+            if depth >= _SHOW_DEPTH:
+                return put(f"{opening}...{closing}")
+            put(opening)
+            for i, x in enumerate(v):
+                put(", " if i else "")
+                walk(x, depth + 1)
+            return put(",)" if kind is tuple and len(v) == 1 else closing)
+        if isinstance(v, str):
+            return put(repr(v[:room[0]]) if len(v) > room[0] else repr(v))
+        try:
+            text = repr(v)
+        except Exception:  # a repr that fails (or an int too long to write): name the type
+            text = f"<{type(v).__name__} object>"
+        return put(text)
+
+    try:
+        walk(value, 0)
+    except _Full:
+        return "".join(parts)[:limit - 3] + "..."
+    return "".join(parts)
 
 
 def suggest(key, candidates) -> str:
@@ -49,7 +122,7 @@ def check_dict(value, path: str, allow_none: bool = True) -> dict:
     if value is None and allow_none:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"{path} must be a mapping of keys to values, got {type(value).__name__} {value!r}.")
+        raise ConfigError(f"{path} must be a mapping of keys to values, got {type(value).__name__} {show(value)}.")
     return value
 
 
@@ -59,6 +132,67 @@ def is_number(v) -> bool:
 
 def is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def nonfinite(value, path: str, strings: bool = False) -> Optional[tuple[str, object]]:
+    """(key path, value) of the first NaN or infinite number in `value` (a number, or
+    mappings / lists of them, walked depth-first; `path` is the key path of `value`), or
+    None. With `strings`, also a string that reads as a non-finite float ("nan", "inf"),
+    for a place where numeric strings are converted. Each container is visited once, so
+    a value made of shared YAML aliases costs its size in the file, not expanded."""
+    seen: set[int] = set()
+    stack = [(path, value)]
+    while stack:
+        where, v = stack.pop()
+        if is_number(v):
+            if not math.isfinite(v):
+                return where, v
+        elif isinstance(v, str):
+            if strings and _nonfinite_string(v):
+                return where, v
+        elif isinstance(v, (dict, list, tuple)):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            children = [(f"{where}.{k}" if isinstance(v, dict) else f"{where}[{k}]", x) for k, x in items]
+            stack.extend(reversed(children))
+    return None
+
+
+def _nonfinite_string(text: str) -> bool:
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def check_finite(value, path: str, strings: bool = False) -> None:
+    """ConfigError naming the key path of the first NaN or infinite number in `value`
+    (`nonfinite`): a hyper-parameter must be a finite number."""
+    found = nonfinite(value, path, strings)
+    if found is not None:
+        where, bad = found
+        raise ConfigError(f"{where} must be a finite number, got {show(bad)}; NaN and infinite values are not "
+                          f"valid hyper-parameters.")
+
+
+def model_dir_problem(model_dir) -> Optional[str]:
+    """Why `model_dir` (relative: to the working directory) cannot be the run's folder,
+    or None: it, or a folder above it, exists and is not a folder. The reason names the
+    path and says how to fix it."""
+    path = os.path.abspath(os.fspath(model_dir))
+    probe = path
+    while not os.path.lexists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+    if os.path.isdir(probe):
+        return None
+    what = "is a file" if probe == path else f"is under {probe!r}, which is a file"
+    return (f"{path!r} {what}, not a folder: the run writes its checkpoints and logs inside model_dir. Give "
+            f"another model_dir (a folder, or a path where one can be made), or move the file away.")
 
 
 def cluster_fields() -> tuple[str, ...]:

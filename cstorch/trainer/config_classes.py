@@ -28,7 +28,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import AliasChoices, BaseModel, ValidationError
 
-from .checks import ConfigError, suggest
+from .checks import ConfigError, show, suggest
 
 
 def config_class(target) -> Optional[type]:
@@ -103,7 +103,7 @@ def _message(config_cls: type, where: str, error: dict) -> str:
     message = error.get("msg", "")
     if kind == "value_error" and message.startswith("Value error, "):
         message = message[len("Value error, "):]
-    got = f" (got {error['input']!r})" if loc and "input" in error else ""
+    got = f" (got {show(error['input'])})" if loc and "input" in error else ""
     return f"{_location(where, loc)}: {message}{got}" if loc else f"{where}: {name}: {message}"
 
 

@@ -34,6 +34,7 @@ import torch
 import cstorch
 
 from .base_model import base_model
+from .checks import show
 from .config import ConfigError
 from .legacy import is_legacy
 from .runner import PyTorchBaseRunner
@@ -52,10 +53,9 @@ def target_device(params: dict) -> str:
     if target is None:
         b = cstorch.backend()
         return b.backend_type.name if b is not None else "CSX"
-    target = str(target).upper()
-    if target not in ("CPU", "GPU", "CSX"):
-        raise ConfigError(f"runconfig.target_device must be CPU, GPU or CSX, got {target!r}")
-    return target
+    if not isinstance(target, str) or target.upper() not in ("CPU", "GPU", "CSX"):
+        raise ConfigError(f"runconfig.target_device must be CPU, GPU or CSX, got {show(target)}")
+    return target.upper()
 
 
 def compiles_only(params: dict) -> bool:
@@ -71,8 +71,8 @@ def _on_device(params: dict, target: str, runner: str) -> dict:
     _runconfig(params)
     runconfig = params.setdefault("runconfig", {})
     given = runconfig.get("target_device")
-    if given is not None and str(given).upper() != target:
-        raise ConfigError(f"{runner} runs on {target}, but runconfig.target_device is {given!r}; build the runner "
+    if given is not None and (not isinstance(given, str) or given.upper() != target):
+        raise ConfigError(f"{runner} runs on {target}, but runconfig.target_device is {show(given)}; build the runner "
                           f"for that device (PyTorchBaseRunner.create picks it from the params).")
     runconfig["target_device"] = target
     return params

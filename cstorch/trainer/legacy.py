@@ -59,7 +59,7 @@ from typing import Any, Optional
 
 from cstorch.optim.catalog import optimizer_class
 
-from .checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_number, suggest
+from .checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_number, show, suggest
 
 LEGACY_TOP_KEYS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity")
 _LEGACY_RUNCONFIG = {
@@ -119,7 +119,7 @@ def convert_legacy(params: dict, model_name: Optional[str] = None) -> dict:
     if run.get("keep_checkpoint_max") is not None:
         init.setdefault("callbacks", []).append({"KeepNCheckpoints": {"n": run["keep_checkpoint_max"]}})
     if run.get("mode") is not None:
-        warnings.warn(f"runconfig.mode ({run['mode']!r}) is not a setting of the trainer: format; the subcommand "
+        warnings.warn(f"runconfig.mode ({show(run['mode'])}) is not a setting of the trainer: format; the subcommand "
                       f"(fit / validate / validate_all) or run_trainer's mode decides what runs.")
     backend: dict[str, Any] = {k: run[k] for k in _LEGACY_BACKEND if k in run}
     cluster = {k: run[k] for k in fields if k in run}
@@ -127,10 +127,10 @@ def convert_legacy(params: dict, model_name: Optional[str] = None) -> dict:
         backend["cluster_config"] = cluster
     device = run.get("target_device")
     if device is not None:
-        device = str(device).upper()
+        device = device.upper() if isinstance(device, str) else None
         if device not in DEVICES:
             raise ConfigError(f"runconfig.target_device must be one of {', '.join(DEVICES)}, "
-                              f"got {run['target_device']!r}.")
+                              f"got {show(run['target_device'])}.")
     if backend and device in (None, "CSX"):
         init["backend"] = {"backend_type": "CSX", **backend}
     else:
@@ -162,6 +162,9 @@ def convert_legacy(params: dict, model_name: Optional[str] = None) -> dict:
         if "optimizer_type" not in opt:
             raise ConfigError("Legacy key optimizer needs optimizer.optimizer_type (the optimizer class, e.g. AdamW).")
         otype = opt.pop("optimizer_type")
+        if not isinstance(otype, str):
+            raise ConfigError(f"optimizer.optimizer_type must be the optimizer class name (e.g. AdamW), got "
+                              f"{show(otype)}.")
         try:
             otype = optimizer_class(str(otype)).__name__
         except ValueError:

@@ -119,6 +119,7 @@ from .base_model import PyTorchBaseModel
 from .callbacks.base import Callback
 from .callbacks.logs import ModelEvalMetrics
 from .callbacks.loop import TrainingLoop, ValidationLoop
+from .checks import show
 from .cli import check_csx_target, csx_flags, ensure_host_device_count, positive_int, set_compile_mode, set_max_steps
 from .config import MODES, RUN_MODES, ConfigError
 from .legacy import convert_legacy, is_legacy
@@ -535,7 +536,7 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
                               f"...); run a `trainer:` YAML with `cstorch fit {args.params}`.")
         mode = args.mode or (params.get("runconfig") or {}).get("mode") or "train"
         if mode not in MODES:
-            raise ConfigError(f"runconfig.mode must be one of {', '.join(MODES)}, got {mode!r}")
+            raise ConfigError(f"runconfig.mode must be one of {', '.join(MODES)}, got {show(mode)}")
         _apply_flags(params, args)
         run_mode = RUN_MODES[mode]
         # the driver's arguments, in order: the train data when the mode trains, the eval data when it validates

@@ -1,7 +1,10 @@
 """`Trainer`: the Model Zoo trainer on the cstorch API (`cerebras.modelzoo.Trainer`).
 
 Construction, in order: the arguments are checked (nothing is created before every
-check passed); `seed` seeds torch; the backend is created (`device`) or taken
+check passed); the model_dir lock is taken (`model_dir_lock`: `ModelDirInUseError` at
+once while another process runs in that model_dir; released at the end of each
+fit / validate / validate_all, also when it raises, and taken again by the next one);
+`seed` seeds torch; the backend is created (`device`) or taken
 (`backend`); the model is built (a factory is called now) and compiled; the optimizer
 and schedulers are built; then `pre_setup`, `setup` and `post_setup` run on every
 callback. Callbacks run in this fixed order: the loop (`TrainingLoop`/`ValidationLoop`),
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import glob
 import logging
 import os
@@ -72,11 +76,23 @@ from .callbacks.logs import Logging
 from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
 from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger, as_scalar
+from .model_dir_lock import ModelDirLock
 from .step_data import as_outputs, batch_size_of, loss_of, micro_batch_count, micro_batches
 from .stream import TrainStream
 
 log = logging.getLogger("cstorch.trainer")
 
+
+def _holding_model_dir(method):
+    """A run method holds the model_dir lock while it runs (taken again when released;
+    released at its end, also on an exception: `model_dir_lock`)."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._model_dir_lock.holding():
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 class Trainer:
@@ -89,6 +105,19 @@ class Trainer:
         check_trainer_arguments(device, backend, model_dir, model, optimizer, schedulers, precision, sparsity, loop,
                               checkpoint, logging, callbacks, loggers, seed, autorestart)
         self.model_dir = Path(os.path.abspath(model_dir))
+        # the first use of model_dir: ModelDirInUseError while another process runs in it
+        self._model_dir_lock = ModelDirLock(self.model_dir)
+        self._model_dir_lock.acquire()
+        try:
+            self._construct(device, backend, model, optimizer, schedulers, precision, loop, checkpoint, logging,
+                        callbacks, loggers, seed)
+        except BaseException:
+            self._model_dir_lock.release()
+            raise
+
+    def _construct(self, device, backend, model, optimizer, schedulers, precision, loop, checkpoint, logging,
+                   callbacks, loggers, seed) -> None:
+        """The rest of the construction (module doc), once model_dir is this run's."""
         self.loop = loop if loop is not None else TrainingLoop(num_epochs=1)
         self.precision = precision if precision is not None else MixedPrecision(enabled=False)
         self.logging = logging if logging is not None else Logging(log_steps=1)
@@ -180,6 +209,11 @@ class Trainer:
         return found[0] if found else None
 
     # -- state ---------------------------------------------------------------------------
+    @property
+    def logger(self) -> logging.Logger:
+        """The trainer's Python logger ("cstorch.trainer"), as the real Trainer's `logger`."""
+        return log
+
     @property
     def is_tracing(self) -> bool:
         return self.backend.is_tracing
@@ -428,6 +462,7 @@ class Trainer:
         finally:
             perf.progress = saved
 
+    @_holding_model_dir
     def fit(self, train_dataloader, val_dataloader=None, ckpt_path=...) -> None:
         """Train per the TrainingLoop, validating on `val_dataloader` (one loader or a
         list) at the loop's validation points. `ckpt_path`: a checkpoint to start from;
@@ -548,6 +583,7 @@ class Trainer:
             return self.loop
         return ValidationLoop(self.loop.eval_steps)
 
+    @_holding_model_dir
     def validate(self, val_dataloader=None, ckpt_path=..., loop: Optional[ValidationLoop] = None) -> None:
         """Run `loop.eval_steps` batches (default: one pass) of each validation dataloader
         on the model (the checkpoint `ckpt_path`, the latest one for `...`)."""
@@ -559,6 +595,7 @@ class Trainer:
         for dl in val_dls:
             self._validate(dl, loop)
 
+    @_holding_model_dir
     def validate_all(self, val_dataloaders=None, ckpt_paths=..., loop: Optional[ValidationLoop] = None) -> None:
         """Validate every checkpoint of `ckpt_paths` (a path, a glob or a list of them;
         `...`: every checkpoint in the checkpoint root, oldest first) on every dataloader,
@@ -589,9 +626,15 @@ class Trainer:
                 self.call("run_validation", i, i == max(len(paths), 1) - 1)
 
     def finalize(self) -> None:
-        """Close the loggers' files (also done when the trainer is garbage collected)."""
-        for cb in self.callbacks:
-            cb.finalize()
+        """Close the loggers' files and release the model_dir lock (also done when the
+        trainer is garbage collected)."""
+        try:
+            for cb in self.callbacks:
+                cb.finalize()
+        finally:
+            lock = getattr(self, "_model_dir_lock", None)  # None: the arguments were refused
+            if lock is not None:
+                lock.release()
 
     def __del__(self):
         with contextlib.suppress(Exception):

@@ -23,6 +23,7 @@ from typing import Optional
 
 import cstorch
 
+from ..checks import show
 from .base import Callback, CoreCallback
 
 log = logging.getLogger("cstorch.trainer")
@@ -35,11 +36,11 @@ class Checkpoint(CoreCallback):
                  strict_version: bool = True):
         if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 0):
             raise ValueError(f"Checkpoint steps must be an integer >= 0 (0: never save) or None (save after the "
-                             f"last step only), got {steps!r}")
+                             f"last step only), got {show(steps)}")
         if not isinstance(checkpoint_name, str) or checkpoint_name.count("{step}") != 1 or re.search(
                 r"\{(?!step\})", checkpoint_name):
             raise ValueError(f"checkpoint_name must contain '{{step}}' exactly once and no other '{{...}}' field, "
-                             f"got {checkpoint_name!r} (e.g. 'checkpoint_{{step}}.mdl')")
+                             f"got {show(checkpoint_name)} (e.g. 'checkpoint_{{step}}.mdl')")
         self.steps = steps
         self.autoload_last_checkpoint = bool(autoload_last_checkpoint)
         self.disable_strict_checkpoint_loading = bool(disable_strict_checkpoint_loading)
@@ -119,7 +120,7 @@ class KeepNCheckpoints(Callback):
 
     def __init__(self, n: int):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"KeepNCheckpoints needs n >= 1, got {n!r}")
+            raise ValueError(f"KeepNCheckpoints needs n >= 1, got {show(n)}")
         self.n = n
 
     def on_after_save_checkpoint(self, trainer, ckpt_path):

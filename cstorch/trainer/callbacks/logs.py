@@ -8,6 +8,7 @@ import warnings
 
 from cstorch.metrics import Metric
 
+from ..checks import show
 from .base import Callback, CoreCallback
 
 log = logging.getLogger("cstorch.trainer")
@@ -28,11 +29,11 @@ class Logging(CoreCallback):
     def __init__(self, log_steps: int = 1, log_level: str = "INFO", wsc_log_level=None,
                  enable_act_frequency: bool = False):
         if not isinstance(log_steps, int) or isinstance(log_steps, bool) or log_steps < 1:
-            raise ValueError(f"log_steps must be an integer >= 1, got {log_steps!r}")
+            raise ValueError(f"log_steps must be an integer >= 1, got {show(log_steps)}")
         level = logging.getLevelName(str(log_level).upper())
         if not isinstance(level, int):
             raise ValueError(f"log_level must be a logging level name (DEBUG, INFO, WARNING, ERROR), got "
-                             f"{log_level!r}")
+                             f"{show(log_level)}")
         if wsc_log_level is not None or enable_act_frequency:
             warnings.warn("Logging: wsc_log_level and enable_act_frequency configure the wafer-scale cluster's "
                           "logs and have no effect here")

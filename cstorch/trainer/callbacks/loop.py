@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...utils.data import Schedule
+from ..checks import show
 from .base import CoreCallback
 
 _MAX_STEPS = 2**31 - 1
@@ -33,7 +34,7 @@ def _check_count(name: str, value, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= _MAX_STEPS:
-        raise ValueError(f"{name} must be an integer in [1, {_MAX_STEPS}], got {value!r}")
+        raise ValueError(f"{name} must be an integer in [1, {_MAX_STEPS}], got {show(value)}")
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class TrainingLoop(CoreCallback):
                 or (isinstance(eval_frequency, float) and 0.0 < eval_frequency <= 1.0)):
             raise ValueError(
                 f"eval_frequency must be an int number of steps (>= 0), a float fraction of the training steps in "
-                f"(0, 1], or None (no validation during fit); got {eval_frequency!r}")
+                f"(0, 1], or None (no validation during fit); got {show(eval_frequency)}")
         self.num_steps = num_steps
         self.max_steps = max_steps
         self.num_epochs = num_epochs
@@ -121,6 +122,11 @@ class TrainingLoop(CoreCallback):
         """Steps a fit starting at global step `start` runs."""
         if self.num_epochs is not None:
             per_epoch = self.steps_per_epoch or loader_length
+            if loader_length == 0 and not self.steps_per_epoch:
+                raise ValueError("num_epochs counts passes over the train dataloader, but it is empty (length 0): it "
+                                 "yields no batch, so an epoch has no step. Often the dataset is smaller than one "
+                                 "batch (batch_size) and drop_last drops it; give the loader at least one batch (more "
+                                 "samples, a smaller batch_size or drop_last=False).")
             if not per_epoch:
                 raise ValueError("num_epochs needs the train dataloader's length or steps_per_epoch; the loader has "
                                  "no length, so set steps_per_epoch.")

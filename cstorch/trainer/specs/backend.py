@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional
 import cstorch
 from cstorch.distributed import ClusterConfig
 
-from ..checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, device_name, try_build
+from ..checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, device_name, show, try_build
 from .base import At, Spec
 
 #: keyword arguments of `cstorch.backend(type, ...)` per backend type (see cstorch/_backend.py `_make`)
@@ -50,14 +50,14 @@ class BackendSpec(Spec):
         btype = device_name(b.get("backend_type", "CSX"))
         if btype not in BACKEND_KEYS:
             raise ConfigError(f"{at.path}.backend_type must be one of {', '.join(DEVICES)}, got "
-                              f"{b['backend_type']!r}.")
+                              f"{show(b['backend_type'])}.")
         check_keys(b, BACKEND_KEYS[btype], at.path, f"the {btype} backend")
         for key in ("compile_only", "validate_only"):
             if b.get(key) is not None and not isinstance(b[key], bool):
-                raise ConfigError(f"{at.path}.{key} must be true or false, got {b[key]!r}.")
+                raise ConfigError(f"{at.path}.{key} must be true or false, got {show(b[key])}.")
         for key in ("artifact_dir", "compile_dir"):
             if b.get(key) is not None and not isinstance(b[key], str):
-                raise ConfigError(f"{at.path}.{key} must be a path string, got {b[key]!r}.")
+                raise ConfigError(f"{at.path}.{key} must be a path string, got {show(b[key])}.")
         if b.get("compile_only") and b.get("validate_only"):
             raise ConfigError(f"{at.path}: compile_only and validate_only are mutually exclusive; set at most one.")
         if b.get("cluster_config") is not None:
@@ -108,9 +108,9 @@ def check_one_backend(specs: list) -> None:
         init = spec.init
         btype, settings = backend_request(init)
         if init.backend is not None:
-            what = f"{init.path}.backend ({init.backend.written!r})"
+            what = f"{init.path}.backend ({show(init.backend.written)})"
         elif init.device is not None:
-            what = f"{init.path}.device ({init.device!r})"
+            what = f"{init.path}.device ({show(init.device)})"
         else:
             what = f"{init.path} (neither device nor backend: the backend that exists, else device 'CSX')"
         if current is None:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from ..checks import ConfigError
+from ..checks import ConfigError, show
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ def unwrap(error: ValidationError) -> BaseException:
     if isinstance(cause, BaseException):
         return cause
     where = ".".join(str(part) for part in first["loc"]) or error.title
-    return ConfigError(f"{where}: {first['msg']} (got {first.get('input')!r}).")
+    return ConfigError(f"{where}: {first['msg']} (got {show(first.get('input'))}).")
 
 
 class Spec(BaseModel):

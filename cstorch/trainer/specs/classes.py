@@ -35,7 +35,7 @@ import cstorch
 
 from .. import registry
 from ..callbacks import Checkpoint, CoreCallback, Logger, Logging, MixedPrecision, TrainingLoop, ValidationLoop
-from ..checks import ConfigError, check_dict, check_kwargs, is_int, try_build
+from ..checks import ConfigError, check_dict, check_kwargs, is_int, show, try_build
 from ..config_classes import config_class, config_section, validate_config
 from .base import At, Spec
 
@@ -46,6 +46,8 @@ _CORE_SECTIONS = {"TrainingLoop": "loop", "ValidationLoop": "loop", "Checkpoint"
 
 def resolve(kind: str, name, base_dir: Optional[str], where: str):
     """`registry.resolve(kind, name, base_dir)`, a ConfigError naming `where` when it fails."""
+    if not isinstance(name, str) or not name.strip():  # before the registry: its message is unbounded
+        raise ConfigError(f"{where}: A {kind.replace('_', ' ')} name must be a non-empty string, got {show(name)}.")
     try:
         return registry.resolve(kind, name, base_dir)
     except ValueError as e:
@@ -159,7 +161,7 @@ class DataLoaderSpec(ClassSpec):
     def from_yaml(cls, at: At) -> dict:
         name, target, kwargs = cls.named_by(at, "data_processor", "name the data processor class")
         if "batch_size" in kwargs and (not is_int(kwargs["batch_size"]) or kwargs["batch_size"] <= 0):
-            raise ConfigError(f"{at.path}.batch_size must be a positive integer, got {kwargs['batch_size']!r}.")
+            raise ConfigError(f"{at.path}.batch_size must be a positive integer, got {show(kwargs['batch_size'])}.")
         return {**cls.arguments(name, "data_processor", target, kwargs, at), "batch_size": kwargs.get("batch_size")}
 
     def build(self) -> cstorch.utils.data.DataLoader:
@@ -188,7 +190,7 @@ def _named_item(at: At) -> tuple[str, dict, str]:
         return at.value, {}, at.path
     if not isinstance(at.value, dict) or len(at.value) != 1:
         raise ConfigError(f"{at.path} must be a mapping with exactly one key, the class name, holding its "
-                          f"arguments (e.g. {{ClassName: {{arg: value}}}}); got {at.value!r}.")
+                          f"arguments (e.g. {{ClassName: {{arg: value}}}}); got {show(at.value)}.")
     (name, kwargs), = at.value.items()
     return str(name), check_dict(kwargs, f"{at.path}.{name}"), f"{at.path}.{name}"
 

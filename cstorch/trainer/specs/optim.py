@@ -14,6 +14,10 @@
                         the cstorch 2.0-2.3 `optimizer.learning_rate` form, checked here and
                         built by `cstorch.optim.configure_lr_scheduler`.
 
+Every number among the arguments (nested lists and mappings included: `betas`,
+`adjust_learning_rate`, a schedule's values) must be finite: a NaN or infinite one is a
+ConfigError naming its key path (`checks.check_finite`).
+
 Names are looked up in `cstorch.optim.catalog`, the optimizers and schedulers
 `cstorch.optim` defines (nothing else can be named here). Building: `build(model)` /
 `build(optimizer)`, after the Trainer's backend exists.
@@ -28,7 +32,7 @@ from typing import Any, ClassVar, Optional
 import cstorch
 from cstorch.optim import catalog
 
-from ..checks import ConfigError, check_dict, check_kwargs, is_int, is_number, suggest
+from ..checks import ConfigError, check_dict, check_finite, check_kwargs, is_int, is_number, show, suggest
 from .base import At, Spec
 
 #: optimizer keys handled by the configuration layer, besides the optimizer's own arguments
@@ -86,12 +90,15 @@ class OptimizerSpec(Spec):
                     raise ConfigError(f"{p}.{key} is a schedule; move it to the schedulers section as "
                                       f"schedulers: [{{learning_rate: <this value>}}] (or use {{ClassName: kwargs}} "
                                       f"scheduler items).")
-                raise ConfigError(f"{p}.{key} must be a number, got {lr!r}.")
+                raise ConfigError(f"{p}.{key} must be a number, got {show(lr)}.")
+            check_finite(lr, f"{p}.{key}")
         adjust = kwargs.pop("adjust_learning_rate", None)
         if adjust is not None and not (isinstance(adjust, dict) and all(
                 isinstance(k, str) and is_number(v) for k, v in adjust.items())):
             raise ConfigError(f"{p}.adjust_learning_rate must map parameter-name substrings to numbers, got "
-                              f"{adjust!r}.")
+                              f"{show(adjust)}.")
+        check_finite(adjust, f"{p}.adjust_learning_rate")
+        check_finite(kwargs, p)  # eps, betas, momentum, weight_decay, ...
         return {"path": p, "name": str(name), "cls": target, "lr": lr, "adjust_learning_rate": adjust,
                 "kwargs": kwargs}
 
@@ -145,7 +152,7 @@ class SchedulerSpec(Spec):
         if not isinstance(at.value, dict) or len(at.value) != 1:
             raise ConfigError(f"{at.path} must be a mapping with exactly one key, the scheduler class, holding its "
                               f"arguments (e.g. {{CosineDecayLR: {{initial_learning_rate: 0.001, ...}}}}); got "
-                              f"{at.value!r}.")
+                              f"{show(at.value)}.")
         (name, kwargs), = at.value.items()
         name, p = str(name), f"{at.path}.{name}"
         kwargs = dict(check_dict(kwargs, p))
@@ -166,6 +173,7 @@ class SchedulerSpec(Spec):
             fields["scheduler"] = SchedulerSpec.sub(At(f"{p}.scheduler", kwargs.pop("scheduler"), at.base_dir))
             skip.append("scheduler")
         check_kwargs(target, kwargs, p, skip=tuple(skip))
+        check_finite(kwargs, p)
         fields["kwargs"] = kwargs
         return fields
 
@@ -193,7 +201,7 @@ class SchedulerSpec(Spec):
         elif not (isinstance(milestones, list) and len(milestones) == len(children) - 1
                   and all(is_int(m) and m >= 0 for m in milestones)):
             raise ConfigError(f"{p}.milestones must be a list of {len(children) - 1} step number(s), one fewer than "
-                              f"the schedulers (or leave it out to use their total_iters); got {milestones!r}.")
+                              f"the schedulers (or leave it out to use their total_iters); got {show(milestones)}.")
         return {"schedulers": nested, "milestones": tuple(milestones)}
 
     def build(self, optimizer):
@@ -230,19 +238,21 @@ class LearningRateSpec(Spec):
             try:
                 float(value)
             except ValueError:
-                raise ConfigError(f"{where} {value!r} is a string but not a number.") from None
+                raise ConfigError(f"{where} {show(value)} is a string but not a number.") from None
+            check_finite(value, where, strings=True)
             return {"value": value}
         if is_number(value):
+            check_finite(value, where)
             return {"value": value}
         specs = value if isinstance(value, list) else [value]
         if not isinstance(value, (list, dict)) or not specs:
             raise ConfigError(f"{where} must be a number, a scheduler dict or a non-empty list of scheduler dicts, "
-                              f"got {value!r}.")
+                              f"got {show(value)}.")
         for i, spec in enumerate(specs):
             w = f"{where}[{i}]" if isinstance(value, list) else where
             if not isinstance(spec, dict) or "scheduler" not in spec:
                 raise ConfigError(f"{w} must be a dict with a `scheduler` key naming the scheduler class "
-                                  f"(e.g. scheduler: CosineDecay), got {spec!r}.")
+                                  f"(e.g. scheduler: CosineDecay), got {show(spec)}.")
             try:
                 target = catalog.lr_scheduler_class(spec["scheduler"])
             except (TypeError, ValueError) as e:
@@ -250,6 +260,7 @@ class LearningRateSpec(Spec):
             # in a list, total_iters is also the scheduler's duration inside the sequence
             extra = ("scheduler", "main_scheduler") + (("total_iters",) if isinstance(value, list) else ())
             check_kwargs(target, spec, w, skip=("optimizer",), extra=extra, renamed=catalog.RENAMED_SCHEDULER_KEYS)
+            check_finite(spec, w, strings=True)
         return {"value": copy.deepcopy(value)}
 
     def build(self, optimizer, adjusted: bool):

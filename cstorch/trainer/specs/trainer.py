@@ -14,7 +14,9 @@
 
 `TrainerSpec.parse(value, path, base_dir)` makes it, checking everything that needs no
 backend and no model: unknown keys at every level, every class named and its arguments,
-`device` and `backend` together, `model_dir` null or empty, the train batch size not
+`device` and `backend` together, `model_dir` null, empty or a file (or under one; a
+relative one is taken from the working directory, as the Trainer does), NaN or infinite
+optimizer / scheduler hyper-parameters (`specs/optim.py`), the train batch size not
 divisible by `loop.grad_accum_steps`. `check_mode(mode)` adds what a run mode needs.
 A `ckpt_path` / `ckpt_paths` the YAML leaves out is absent from the section's
 `model_fields_set` (absent: autoload the latest checkpoint; null: none).
@@ -26,7 +28,7 @@ from typing import ClassVar, Optional, Union
 
 from pydantic import Field
 
-from ..checks import DEVICES, ConfigError, check_dict, check_keys, device_name, is_int
+from ..checks import DEVICES, ConfigError, check_dict, check_keys, device_name, is_int, model_dir_problem, show
 from ..modes import RUN_MODES, check_mode, val_sources
 from .backend import BackendSpec
 from .base import At, Spec
@@ -42,7 +44,7 @@ DataLoaders = Union[DataLoaderSpec, tuple[DataLoaderSpec, ...], None]
 
 def _path_string(value, where: str, what: str) -> Optional[str]:
     if value is not None and not isinstance(value, (str, os.PathLike)):
-        raise ConfigError(f"{where} must be {what}, got {value!r}.")
+        raise ConfigError(f"{where} must be {what}, got {show(value)}.")
     return None if value is None else os.fspath(value)
 
 
@@ -78,24 +80,28 @@ class InitSpec(Spec):
         at = At(p, init, at.base_dir, at.parent)
         fields = {}
         if init.get("device") is not None and init.get("backend") is not None:
-            raise ConfigError(f"{p}.device and {p}.backend are mutually exclusive: give device ({init['device']!r}) "
-                              f"for defaults, or backend: {{backend_type: ..., ...}} for settings, not both.")
+            raise ConfigError(f"{p}.device and {p}.backend are mutually exclusive: give device "
+                              f"({show(init['device'])}) for defaults, or backend: {{backend_type: ..., ...}} for "
+                              f"settings, not both.")
         if init.get("device") is not None:
             dev = init["device"]
             if not isinstance(dev, str) or device_name(dev) not in DEVICES:
-                raise ConfigError(f"{p}.device must be one of {', '.join(DEVICES)}, got {dev!r}.")
+                raise ConfigError(f"{p}.device must be one of {', '.join(DEVICES)}, got {show(dev)}.")
             fields["device"] = dev
         if init.get("backend") is not None:
             fields["backend"] = BackendSpec.sub(at.child("backend"))
         if "model_dir" in init:
             md = init["model_dir"]
             if md is None or (isinstance(md, str) and not md.strip()):
-                raise ConfigError(f"model_dir is a required argument: {p}.model_dir is {md!r}; give a folder "
+                raise ConfigError(f"model_dir is a required argument: {p}.model_dir is {show(md)}; give a folder "
                                   f"(leave the key out for the default {DEFAULT_MODEL_DIR!r}).")
             fields["model_dir"] = _path_string(md, f"{p}.model_dir", "a path string")
+        problem = model_dir_problem(fields.get("model_dir", DEFAULT_MODEL_DIR))
+        if problem is not None:
+            raise ConfigError(f"{p}.model_dir {problem}")
         if init.get("seed") is not None:
             if not is_int(init["seed"]):
-                raise ConfigError(f"{p}.seed must be an integer, got {init['seed']!r}.")
+                raise ConfigError(f"{p}.seed must be an integer, got {show(init['seed'])}.")
             fields["seed"] = init["seed"]
         for key, what in (("sparsity", "sparsity (cstorch.sparse is not implemented)"),
                           ("autorestart", "autorestart (runs restart in-process only)")):
@@ -119,7 +125,7 @@ class InitSpec(Spec):
                 continue
             if not isinstance(items.value, list):
                 raise ConfigError(f"{items.path} must be a list of {{ClassName: arguments}} items, got "
-                                  f"{items.value!r}.")
+                                  f"{show(items.value)}.")
             fields[key] = tuple(spec.sub(items.item(i, item)) for i, item in enumerate(items.value))
         return fields
 
@@ -128,7 +134,7 @@ class InitSpec(Spec):
         if not has_optimizer:
             raise ConfigError(f"{at.path} is given without an optimizer to schedule; add the optimizer section.")
         if not isinstance(at.value, (list, dict)):
-            raise ConfigError(f"{at.path} must be a list of {{SchedulerClass: arguments}} items, got {at.value!r}.")
+            raise ConfigError(f"{at.path} must be a list of {{SchedulerClass: arguments}} items, got {show(at.value)}.")
         items = at.value if isinstance(at.value, list) else [at.value]
         out = []
         for i, item in enumerate(items):
@@ -213,7 +219,7 @@ class ValidateAllSpec(_SectionSpec):
             paths = at.value["ckpt_paths"]
             if paths is not None and not isinstance(paths, str) and not (
                     isinstance(paths, list) and all(isinstance(x, str) for x in paths)):
-                raise ConfigError(f"{at.path}.ckpt_paths must be a path, a glob or a list of paths, got {paths!r}.")
+                raise ConfigError(f"{at.path}.ckpt_paths must be a path, a glob or a list of paths, got {show(paths)}.")
             fields["ckpt_paths"] = paths
         return fields
 
