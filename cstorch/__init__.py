@@ -3,7 +3,19 @@
 The CSX backend (alias "XLA") captures the whole training step once, lowers it to
 jax.numpy and runs it as one immutable XLA executable; the CPU/GPU backends run the
 same script as eager PyTorch.
+
+As in the real package, the attribute `cstorch.backend` is the function `backend(...)`
+while `from cstorch.backend import use_cs` reads the module `cstorch/backend/` (see
+`_shadowing`).
 """
+from ._shadowing import shadow_submodules
+
+shadow_submodules(__name__, "backend")  # before anything imports the cstorch.backend module
+
+#: the real package's switch for building its documentation (it then skips its compiled
+#: core); never set here, where there is no compiled core to skip
+_generating_docs = False
+
 from . import amp, checkpoint, distributed, metrics, optim, random, storage, utils
 from . import core, experimental, mesh, nn, profiler, sparse
 from . import backends

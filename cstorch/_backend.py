@@ -39,15 +39,15 @@ class BackendType(enum.Enum):
         return self is BackendType.CSX
 
     @classmethod
-    def from_str(cls, s: str) -> "BackendType":
-        key = str(s).upper()
+    def from_str(cls, backend_type: str) -> "BackendType":
+        key = str(backend_type).upper()
         if key == "XLA":
             return cls.CSX
         try:
             return cls[key]
         except KeyError:
             raise ValueError(
-                f"Invalid Cerebras PyTorch backend type specified: {s!r}. Expected one of "
+                f"Invalid Cerebras PyTorch backend type specified: {backend_type!r}. Expected one of "
                 f"{[t.name for t in cls] + ['XLA']} (case-insensitive)."
             ) from None
 
@@ -125,18 +125,25 @@ def run_registry() -> StateRegistry:
     return _BACKEND.registry if _BACKEND is not None else _PENDING
 
 
+#: the arguments each backend type takes after its type, in order, with their defaults
+#: (those of the real backends; `cstorch.backend.get_backend_args` shows them)
+BACKEND_ARGS: dict = {
+    BackendType.CPU: {"artifact_dir": None},
+    BackendType.GPU: {"artifact_dir": None, "enable_distributed": False, "main_process_id": 0,
+                      "dist_backend": "nccl", "init_method": None, "sync_batchnorm": False},
+    BackendType.CSX: {"artifact_dir": None, "compile_dir": "cached_compile", "compile_only": False,
+                      "validate_only": False, "cluster_config": None},
+}
+
+
 def _make(backend_type: BackendType, args, kwargs) -> Backend:
     if backend_type.is_cpu:
         if "mixed_precision" in kwargs:
             raise ValueError("The CPU backend does not take mixed_precision=; use cstorch.amp.autocast() instead.")
-        names = ["artifact_dir"]
     elif backend_type.is_gpu:
         if not torch.cuda.is_available():
             raise RuntimeError("The GPU backend needs a CUDA device and a CUDA build of torch; none is available.")
-        names = ["artifact_dir", "enable_distributed", "main_process_id", "dist_backend", "init_method",
-                 "sync_batchnorm"]
-    else:
-        names = ["artifact_dir", "compile_dir", "compile_only", "validate_only", "cluster_config"]
+    names = list(BACKEND_ARGS[backend_type])
     if len(args) > len(names):
         raise TypeError(f"{backend_type.name} backend takes at most {len(names)} positional arguments")
     given = dict(zip(names, args))

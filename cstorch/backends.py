@@ -172,7 +172,46 @@ class INI(dict):
 
 class DebugArgs(dict):
     """`backends.csx.debug.debug_args`: the appliance's debug arguments (a protobuf in
-    the real system); a dict here, kept and without effect."""
+    the real system); a dict here, kept and without effect.
+
+    `MergeFrom(other)` merges another set of debug arguments in, with the protobuf
+    message's rules: a field set in `other` replaces a plain value, extends a list and
+    is merged into a nested message. `other` is a mapping or a protobuf message (the
+    real `DebugArgs` that `cerebras.appliance.utils.debug_args.get_debug_args` reads
+    from a file), whose set fields are taken by name."""
+
+    def MergeFrom(self, other) -> None:  # noqa: N802 (the protobuf method's name)
+        _merge(self, _fields(other))
+
+
+def _fields(message) -> dict:
+    """A mapping or protobuf message as a dict of its (set) fields, nested ones included."""
+    if isinstance(message, dict):
+        return message
+    if hasattr(message, "ListFields"):
+        return {field.name: _plain(value) for field, value in message.ListFields()}
+    raise TypeError(f"debug_args.MergeFrom() takes a mapping or a protobuf message, got {type(message).__name__}")
+
+
+def _plain(value):
+    if hasattr(value, "ListFields"):
+        return _fields(value)
+    if hasattr(value, "items"):  # a protobuf map field
+        return {k: _plain(v) for k, v in value.items()}
+    if not isinstance(value, (str, bytes)) and hasattr(value, "__len__") and hasattr(value, "__iter__"):
+        return [_plain(v) for v in value]  # a repeated field
+    return value
+
+
+def _merge(into: dict, fields: dict) -> None:
+    for name, value in fields.items():
+        old = into.get(name)
+        if isinstance(old, dict) and isinstance(value, dict):
+            _merge(old, value)
+        elif isinstance(old, list) and isinstance(value, list):
+            old.extend(value)
+        else:
+            into[name] = copy.deepcopy(value)
 
 
 class _Flag:

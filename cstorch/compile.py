@@ -34,7 +34,9 @@ class CompiledModel:
 
 
 def compile(model: torch.nn.Module, backend=None) -> CompiledModel:  # noqa: A001  (the real API's name)
-    """Prepare `model` to run on `backend` (default: the current one, else CPU)."""
+    """Prepare `model` to run on `backend` (default: the current one, else CPU). As in the
+    real API, `model.device` is then the backend's torch device (Model Zoo callbacks make
+    their tensors there: `torch.tensor(0.0).to(model.device)`)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"cstorch.compile expects a torch.nn.Module, got {type(model).__name__}")
     if backend is None:
@@ -49,5 +51,6 @@ def compile(model: torch.nn.Module, backend=None) -> CompiledModel:  # noqa: A00
         raise TypeError(f"backend must be None, a str or a Backend, got {type(backend).__name__}")
     if b.is_gpu:
         model.to(b.torch_device)
+    model.device = b.torch_device
     b.register_model(model)
     return CompiledModel(model, b)

@@ -75,6 +75,7 @@ def test_compile_returns_a_callable_with_the_models_methods():
     compiled.eval()
     assert not model.training
     assert compiled.device == torch.device("cpu")
+    assert model.device == torch.device("cpu")  # set on the module too, as the real API does
     with pytest.raises(TypeError):
         cstorch.compile(lambda x: x)
 

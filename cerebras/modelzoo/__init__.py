@@ -1,43 +1,60 @@
-"""`cerebras.modelzoo`: the Model Zoo names scripts import, served by cstorch.
+"""`cerebras.modelzoo`: the real Cerebras Model Zoo where it is installed, else the Model Zoo
+names scripts import, served by cstorch.
 
-`from cerebras.modelzoo import Trainer` and `cerebras.modelzoo.trainer[.callbacks ...]`
-resolve to `cstorch.trainer` (the same module objects). The Model Zoo 2.x layer that
-model and data code imports is here: `config` (ModelConfig, DataConfig), `registry`,
-`common` (input_utils, pytorch_utils, run_utils, registry) and `cli` (`cszoo`). The
-models and data processors of the real Model Zoo are not included."""
-import importlib
-import importlib.abc
+**The real Model Zoo beside cstorch.** `cerebras` is a namespace package: a Model Zoo
+installed (or its `src/` on `sys.path`) puts a second `cerebras/modelzoo` folder on
+`cerebras.__path__`. When one exists, importing `cerebras.modelzoo` loads *that* package,
+whole (its models, layers, data processors, config classes, registry, trainer and
+`cszoo`), whichever folder comes first on the path; cstorch then only supplies
+`cerebras.pytorch`. `CSTORCH_MODELZOO=builtin` keeps cstorch's own layer even then.
+
+**cstorch's own layer** (no real Model Zoo found): `from cerebras.modelzoo import Trainer`
+and `cerebras.modelzoo.trainer[.callbacks ...]` resolve to `cstorch.trainer` (the same
+module objects). The Model Zoo 2.x layer that model and data code imports is here:
+`config` (ModelConfig, DataConfig), `registry`, `common` (input_utils, pytorch_utils,
+run_utils, registry) and `cli` (`cszoo`). The models and data processors of the real Model
+Zoo are not included."""
 import importlib.util
+import os
 import sys
+from pathlib import Path
 
-#: cerebras.modelzoo submodule prefix -> the cstorch module it is
-_ALIASES = {
-    __name__ + ".trainer": "cstorch.trainer",
-}
+import cerebras
+
+_OURS = Path(__file__).resolve().parent
 
 
-class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def _target(self, fullname):
-        for prefix, target in _ALIASES.items():
-            if fullname == prefix or fullname.startswith(prefix + "."):
-                return target + fullname[len(prefix):]
+def real_modelzoo_dir() -> Path | None:
+    """The folder of a real Cerebras Model Zoo package on `cerebras.__path__` (one with a
+    `models` subpackage, which cstorch's layer has not), or None."""
+    if os.environ.get("CSTORCH_MODELZOO", "").lower() == "builtin":
         return None
-
-    def find_spec(self, fullname, path=None, target=None):
-        if self._target(fullname) is not None:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        return importlib.import_module(self._target(spec.name))
-
-    def exec_module(self, module):
-        pass
+    for entry in list(cerebras.__path__):
+        folder = Path(entry) / "modelzoo"
+        try:
+            if folder.resolve() != _OURS and (folder / "__init__.py").is_file() and (folder / "models").is_dir():
+                return folder
+        except OSError:
+            continue
+    return None
 
 
-if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _AliasFinder())
+def _load_real(folder: Path):
+    """Execute the real package's `__init__` as `cerebras.modelzoo`, its submodules found in
+    its own folder; the module object replaces this one in `sys.modules`."""
+    spec = importlib.util.spec_from_file_location(__name__, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[__name__] = module
+    spec.loader.exec_module(module)
+    return module
 
-from cstorch.trainer import Trainer  # noqa: E402
 
-__all__ = ["Trainer"]
+_REAL = real_modelzoo_dir()
+if _REAL is not None:
+    _load_real(_REAL)
+else:
+    from ._builtin import Trainer, install_aliases
+
+    install_aliases()
+    __all__ = ["Trainer"]

@@ -71,5 +71,24 @@ def process_index() -> int:
     return cstorch_jax.process_index() if _joined is not None else 0
 
 
+def process_count() -> int:
+    """The number of processes of the run (1 when there is one process)."""
+    return _joined[1] if _joined is not None else 1
+
+
 def is_main_process() -> bool:
     return process_index() == 0
+
+
+def get_rank() -> int:
+    """This process's rank in the run: its `CSTORCH_PROCESS_ID` once the CSX backend has
+    joined a multi-process run, else 0. (The real package has no such function in
+    `cerebras.pytorch.distributed`; Model Zoo code calls it there for a run of several
+    processes.)"""
+    return process_index()
+
+
+def get_world_size() -> int:
+    """The number of processes of the run: `CSTORCH_NUM_PROCESSES` once the CSX backend
+    has joined a multi-process run, else 1."""
+    return process_count()

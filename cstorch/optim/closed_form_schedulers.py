@@ -1,7 +1,5 @@
 """The closed-form schedules, with generic argument names (`val`, `initial_val`, ...)."""
-from __future__ import annotations
-
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional
 
 import torch
 
@@ -19,7 +17,8 @@ class ConstantScheduler(Scheduler):
             configure_lr_scheduler to place the next scheduler of a sequence).
     """
 
-    def __init__(self, optimizer, val: float, total_iters: Optional[int] = None, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, val: float, total_iters: Optional[int] = None,
+                 param_group_tags: TagsType = None):
         _check_number(type(self).__name__, "val", val)
         if total_iters is not None:
             _check_int(type(self).__name__, "total_iters", total_iters, non_negative=True)
@@ -46,8 +45,8 @@ class PolynomialScheduler(Scheduler):
     T") never differs from cycle=False; this follows the documented intent (Keras).
     """
 
-    def __init__(self, optimizer, initial_val: float, end_val: float, total_iters: int, power: float = 1.0,
-                 cycle: bool = False, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, end_val: float, total_iters: int,
+                 power: float = 1.0, cycle: bool = False, param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
         _check_number(n, "end_val", end_val)
@@ -76,8 +75,8 @@ class LinearScheduler(PolynomialScheduler):
     polynomial schedule with power 1; an absolute-value schedule, not torch's factor-based
     LinearLR)."""
 
-    def __init__(self, optimizer, initial_val: float, end_val: float, total_iters: int, cycle: bool = False,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, end_val: float, total_iters: int,
+                 cycle: bool = False, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_val, end_val=end_val, total_iters=total_iters, power=1.0,
                          cycle=cycle, param_group_tags=param_group_tags)
 
@@ -86,8 +85,8 @@ class ExponentialScheduler(Scheduler):
     """f(t) = initial_val * decay_rate^(t / total_iters); with `staircase=True` the
     exponent is floored (decay in discrete jumps every total_iters steps)."""
 
-    def __init__(self, optimizer, initial_val: float, total_iters: int, decay_rate: float, staircase: bool = False,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, total_iters: int, decay_rate: float,
+                 staircase: bool = False, param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
         _check_int(n, "total_iters", total_iters, positive=True)
@@ -111,8 +110,8 @@ class InverseExponentialTimeDecayScheduler(Scheduler):
 
     with the ratio `t^step_exponent / total_iters` floored when `staircase=True`."""
 
-    def __init__(self, optimizer, initial_val: float, step_exponent: float, total_iters: int, decay_rate: float,
-                 staircase: bool = False, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, step_exponent: int, total_iters: int,
+                 decay_rate: float, staircase: bool = False, param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
         _check_number(n, "step_exponent", step_exponent)
@@ -134,8 +133,8 @@ class InverseExponentialTimeDecayScheduler(Scheduler):
 class InverseSquareRootDecayScheduler(Scheduler):
     """f(t) = initial_val * scale / sqrt(max(t, warmup_steps))."""
 
-    def __init__(self, optimizer, initial_val: float = 1.0, scale: float = 1.0, warmup_steps: int = 1,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float = 1.0, scale: float = 1.0,
+                 warmup_steps: int = 1, param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
         _check_number(n, "scale", scale)
@@ -156,7 +155,7 @@ class CosineDecayScheduler(Scheduler):
         f(t) = end + (init - end) * (1 + cos(pi * min(t, T) / T)) / 2
     """
 
-    def __init__(self, optimizer, initial_val: float, end_val: float, total_iters: int,
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, end_val: float, total_iters: int,
                  param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
@@ -180,7 +179,7 @@ class CosineAnnealingScheduler(Scheduler):
         f(t) = eta_min + (init - eta_min) * (1 + cos(pi * t / T_max)) / 2
     """
 
-    def __init__(self, optimizer, initial_val: float, T_max: float, eta_min: float = 0.0,
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, T_max: int, eta_min: float = 0.0,
                  param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
@@ -210,8 +209,8 @@ class CosineAnnealingWarmRestartsScheduler(Scheduler):
     reproduced. Only `T_mult=1` is supported (as in the real API).
     """
 
-    def __init__(self, optimizer, initial_val: float, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, T_0: int, T_mult: int = 1,
+                 eta_min: float = 0.0, param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
         _check_int(n, "T_0", T_0, positive=True)
@@ -235,7 +234,7 @@ class CosineAnnealingWarmRestartsScheduler(Scheduler):
 class StepScheduler(Scheduler):
     """f(t) = initial_val * gamma^floor(t / step_size)."""
 
-    def __init__(self, optimizer, initial_val: float, step_size: int, gamma: float,
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, step_size: int, gamma: float,
                  param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
@@ -255,7 +254,7 @@ class MultiStepScheduler(Scheduler):
     """f(t) = initial_val * gamma^(number of milestones <= t) (a milestone listed twice
     counts twice, as in torch's MultiStepLR)."""
 
-    def __init__(self, optimizer, initial_val: float, gamma: float, milestones: Sequence[int],
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, gamma: float, milestones: List[int],
                  param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
@@ -279,7 +278,8 @@ class MultiplicativeScheduler(Scheduler):
     may override `set_value_lambda()` to return another callable of the step (a float32
     0-d tensor) written with torch ops; the closed form is exact for a constant factor."""
 
-    def __init__(self, optimizer, initial_val: float, coefficient: float, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, coefficient: float,
+                 param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "initial_val", initial_val)
         _check_number(n, "coefficient", coefficient)
@@ -305,7 +305,7 @@ class LambdaScheduler(Scheduler):
     torch ops (a traced step cannot branch on the step's value). With one callable this
     is torch's LambdaLR. The default pair (t/30 and 0.95^t) is the real library's demo."""
 
-    def __init__(self, optimizer, initial_val: float, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, param_group_tags: TagsType = None):
         _check_number(type(self).__name__, "initial_val", initial_val)
         self.initial_val = initial_val
         super().__init__(optimizer, total_iters=None, param_group_tags=param_group_tags)
@@ -339,9 +339,9 @@ class CyclicScheduler(Scheduler):
 
     MODES = ("triangular", "triangular2", "exp_range")
 
-    def __init__(self, optimizer, base_val: float, max_val: float, step_size_up: float = 2000,
-                 step_size_down: Optional[float] = None, mode: str = "triangular", gamma: float = 1.0,
-                 scale_mode: str = "cycle", param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, base_val: float, max_val: float, step_size_up: int = 2000,
+                 step_size_down: int = None, mode: str = "triangular", gamma: float = 1.0, scale_mode: str = "cycle",
+                 param_group_tags: TagsType = None):
         n = type(self).__name__
         _check_number(n, "base_val", base_val)
         _check_number(n, "max_val", max_val)
@@ -400,7 +400,7 @@ class OneCycleScheduler(Scheduler):
     library's formula extrapolates the last phase, which may oscillate or turn negative).
     """
 
-    def __init__(self, optimizer, initial_val: float, max_val: float, total_steps: int = 1000,
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, max_val: float, total_steps: int = 1000,
                  pct_start: float = 0.3, final_div_factor: float = 1e4, three_phase: bool = False,
                  anneal_strategy: str = "cos", param_group_tags: TagsType = None):
         n = type(self).__name__

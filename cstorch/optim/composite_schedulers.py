@@ -1,10 +1,9 @@
 """Schedulers built from others: sequential, piecewise constant, chained, per-group scaled."""
-from __future__ import annotations
-
-from typing import Sequence
+from typing import List
 
 import torch
 
+from .closed_form_schedulers import ConstantScheduler
 from .scheduler_base import Scheduler, TagsType, _check_int_list, _check_number, _is_number
 
 
@@ -70,8 +69,8 @@ class SequentialScheduler(_Composite):
     the schedulers; all schedulers must schedule the same optimizer with the same tags.
     """
 
-    def __init__(self, optimizer, schedulers: Sequence[Scheduler], milestones: Sequence[int], last_epoch: int = -1,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, schedulers: List[Scheduler], milestones: List[int],
+                 last_epoch: int = -1, param_group_tags: TagsType = None):
         n = type(self).__name__
         milestones = _check_int_list(n, "milestones", milestones)
         self._schedulers = list(schedulers) if isinstance(schedulers, (list, tuple)) else schedulers
@@ -99,12 +98,10 @@ class SequentialScheduler(_Composite):
 
 class PiecewiseConstantScheduler(SequentialScheduler):
     """f(t) = vals[k], k = number of milestones <= t (a sequence of constants);
-    `len(vals) == len(milestones) + 1`."""
+    `len(vals) == len(milestones) + 1`. `constant_cls` is the constant scheduler of the
+    same parameter (ConstantLR / ConstantWD; the LR and WD twins pass theirs)."""
 
-    #: the constant scheduler class of the same parameter (set by the LR / WD twins)
-    constant_cls: type = None
-
-    def __init__(self, optimizer, vals: Sequence[float], milestones: Sequence[int],
+    def __init__(self, optimizer: torch.optim.Optimizer, constant_cls: type, vals: List[float], milestones: List[int],
                  param_group_tags: TagsType = None):
         n = type(self).__name__
         milestones = _check_int_list(n, "milestones", milestones)
@@ -114,13 +111,14 @@ class PiecewiseConstantScheduler(SequentialScheduler):
                              f"values and {len(milestones)} milestones.")
         for i, v in enumerate(vals):
             _check_number(n, f"vals[{i}]", v)
-        if self.constant_cls is None:
-            raise TypeError(f"{n} is generic; use PiecewiseConstantLR or PiecewiseConstantWD.")
+        if not (isinstance(constant_cls, type) and issubclass(constant_cls, ConstantScheduler)):
+            raise TypeError(f"{n}: constant_cls must be a constant scheduler class (ConstantLR or ConstantWD), got "
+                            f"{constant_cls!r}; or use PiecewiseConstantLR / PiecewiseConstantWD.")
         self.vals = list(vals)
         bounds = [0, *milestones]
-        children = [self.constant_cls(optimizer, v, b - a, param_group_tags=param_group_tags)
+        children = [constant_cls(optimizer, v, b - a, param_group_tags=param_group_tags)
                     for v, a, b in zip(vals, bounds, bounds[1:])]
-        children.append(self.constant_cls(optimizer, vals[-1], param_group_tags=param_group_tags))
+        children.append(constant_cls(optimizer, vals[-1], param_group_tags=param_group_tags))
         super().__init__(optimizer, children, milestones, param_group_tags=param_group_tags)
 
 
@@ -131,7 +129,7 @@ class ChainedScheduler(_Composite):
 
     Every scheduler sees the same step. The optimizer is that of the schedulers."""
 
-    def __init__(self, schedulers: Sequence[Scheduler], param_group_tags: TagsType = None):
+    def __init__(self, schedulers: List[Scheduler], param_group_tags: TagsType = None):
         n = type(self).__name__
         self._schedulers = list(schedulers) if isinstance(schedulers, (list, tuple)) else schedulers
         if not isinstance(self._schedulers, list) or not self._schedulers:
@@ -161,7 +159,7 @@ class ScalePerParamScheduler(Scheduler):
     `adjust_learning_rate` (or `adjust_val`; default 1.0), read at construction
     (muP-style per-layer scaling)."""
 
-    def __init__(self, optimizer, scheduler: Scheduler, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Scheduler, param_group_tags: TagsType = None):
         n = type(self).__name__
         if not isinstance(scheduler, Scheduler):
             raise TypeError(f"{n} wraps a cstorch.optim scheduler, got {type(scheduler).__name__}.")

@@ -2,9 +2,7 @@
 param groups' "lr", with learning-rate argument names (`initial_learning_rate`,
 `end_learning_rate`, `base_lr`, `max_lr`, ...). See `cstorch.optim.scheduler` for how
 the value reaches the optimizer on every backend."""
-from __future__ import annotations
-
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import torch
 
@@ -35,7 +33,7 @@ class ConstantLR(LRScheduler, _s.ConstantScheduler):
 
     val = _alias("learning_rate")
 
-    def __init__(self, optimizer, learning_rate: float, total_iters: Optional[int] = None,
+    def __init__(self, optimizer: torch.optim.Optimizer, learning_rate: float, total_iters: Optional[int] = None,
                  param_group_tags: TagsType = None):
         super().__init__(optimizer, val=learning_rate, total_iters=total_iters, param_group_tags=param_group_tags)
 
@@ -47,8 +45,8 @@ class PolynomialLR(LRScheduler, _s.PolynomialScheduler):
     initial_val = _alias("initial_learning_rate")
     end_val = _alias("end_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, end_learning_rate: float, total_iters: int,
-                 power: float = 1.0, cycle: bool = False, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, end_learning_rate: float,
+                 total_iters: int, power: float = 1.0, cycle: bool = False, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, end_val=end_learning_rate,
                          total_iters=total_iters, power=power, cycle=cycle, param_group_tags=param_group_tags)
 
@@ -60,8 +58,8 @@ class LinearLR(LRScheduler, _s.LinearScheduler):
     initial_val = _alias("initial_learning_rate")
     end_val = _alias("end_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, end_learning_rate: float, total_iters: int,
-                 cycle: bool = False, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, end_learning_rate: float,
+                 total_iters: int, cycle: bool = False, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, end_val=end_learning_rate,
                          total_iters=total_iters, cycle=cycle, param_group_tags=param_group_tags)
 
@@ -72,8 +70,8 @@ class ExponentialLR(LRScheduler, _s.ExponentialScheduler):
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, total_iters: int, decay_rate: float,
-                 staircase: bool = False, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, total_iters: int,
+                 decay_rate: float, staircase: bool = False, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, total_iters=total_iters,
                          decay_rate=decay_rate, staircase=staircase, param_group_tags=param_group_tags)
 
@@ -83,8 +81,8 @@ class InverseExponentialTimeDecayLR(LRScheduler, _s.InverseExponentialTimeDecayS
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, step_exponent: float, total_iters: int,
-                 decay_rate: float, staircase: bool = False, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, step_exponent: int,
+                 total_iters: int, decay_rate: float, staircase: bool = False, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, step_exponent=step_exponent,
                          total_iters=total_iters, decay_rate=decay_rate, staircase=staircase,
                          param_group_tags=param_group_tags)
@@ -95,8 +93,8 @@ class InverseSquareRootDecayLR(LRScheduler, _s.InverseSquareRootDecayScheduler):
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float = 1.0, scale: float = 1.0, warmup_steps: int = 1,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float = 1.0, scale: float = 1.0,
+                 warmup_steps: int = 1, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, scale=scale, warmup_steps=warmup_steps,
                          param_group_tags=param_group_tags)
 
@@ -108,8 +106,8 @@ class CosineDecayLR(LRScheduler, _s.CosineDecayScheduler):
     initial_val = _alias("initial_learning_rate")
     end_val = _alias("end_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, end_learning_rate: float, total_iters: int,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, end_learning_rate: float,
+                 total_iters: int, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, end_val=end_learning_rate,
                          total_iters=total_iters, param_group_tags=param_group_tags)
 
@@ -118,7 +116,7 @@ class SequentialLR(LRScheduler, _s.SequentialScheduler):
     """Learning-rate schedulers one after the other, switching at `milestones`; each
     starts from its own step 0 (see SequentialScheduler)."""
 
-    def __init__(self, optimizer, schedulers: Sequence[LRScheduler], milestones: Sequence[int],
+    def __init__(self, optimizer: torch.optim.Optimizer, schedulers: List[LRScheduler], milestones: List[int],
                  last_epoch: int = -1, param_group_tags: TagsType = None):
         super().__init__(optimizer, schedulers=schedulers, milestones=milestones, last_epoch=last_epoch,
                          param_group_tags=param_group_tags)
@@ -127,12 +125,12 @@ class SequentialLR(LRScheduler, _s.SequentialScheduler):
 class PiecewiseConstantLR(LRScheduler, _s.PiecewiseConstantScheduler):
     """`learning_rates[k]` from milestone k-1 on (`len(learning_rates) == len(milestones) + 1`)."""
 
-    constant_cls = ConstantLR
     vals = _alias("learning_rates")
 
-    def __init__(self, optimizer, learning_rates: Sequence[float], milestones: Sequence[int],
+    def __init__(self, optimizer: torch.optim.Optimizer, learning_rates: List[float], milestones: List[int],
                  param_group_tags: TagsType = None):
-        super().__init__(optimizer, vals=learning_rates, milestones=milestones, param_group_tags=param_group_tags)
+        super().__init__(optimizer, constant_cls=ConstantLR, vals=learning_rates, milestones=milestones,
+                         param_group_tags=param_group_tags)
 
 
 class MultiStepLR(LRScheduler, _s.MultiStepScheduler):
@@ -140,8 +138,8 @@ class MultiStepLR(LRScheduler, _s.MultiStepScheduler):
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, gamma: float, milestones: Sequence[int],
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, gamma: float,
+                 milestones: List[int], param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, gamma=gamma, milestones=milestones,
                          param_group_tags=param_group_tags)
 
@@ -151,7 +149,7 @@ class StepLR(LRScheduler, _s.StepScheduler):
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, step_size: int, gamma: float,
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, step_size: int, gamma: float,
                  param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, step_size=step_size, gamma=gamma,
                          param_group_tags=param_group_tags)
@@ -162,7 +160,7 @@ class CosineAnnealingLR(LRScheduler, _s.CosineAnnealingScheduler):
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, T_max: float, eta_min: float = 0.0,
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, T_max: int, eta_min: float = 0.0,
                  param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, T_max=T_max, eta_min=eta_min,
                          param_group_tags=param_group_tags)
@@ -174,7 +172,8 @@ class LambdaLR(LRScheduler, _s.LambdaScheduler):
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float,
+                 param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, param_group_tags=param_group_tags)
 
 
@@ -185,8 +184,8 @@ class CosineAnnealingWarmRestarts(LRScheduler, _s.CosineAnnealingWarmRestartsSch
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
-                 param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, T_0: int, T_mult: int = 1,
+                 eta_min: float = 0.0, param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, T_0=T_0, T_mult=T_mult, eta_min=eta_min,
                          param_group_tags=param_group_tags)
 
@@ -196,7 +195,7 @@ class MultiplicativeLR(LRScheduler, _s.MultiplicativeScheduler):
 
     initial_val = _alias("initial_learning_rate")
 
-    def __init__(self, optimizer, initial_learning_rate: float, coefficient: float,
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, coefficient: float,
                  param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, coefficient=coefficient,
                          param_group_tags=param_group_tags)
@@ -206,7 +205,7 @@ class ChainedLR(LRScheduler, _s.ChainedScheduler):
     """The product of learning-rate schedules (see ChainedScheduler in
     `cstorch.optim.scheduler`); the optimizer is the schedulers'."""
 
-    def __init__(self, schedulers: Sequence[LRScheduler], param_group_tags: TagsType = None):
+    def __init__(self, schedulers: List[LRScheduler], param_group_tags: TagsType = None):
         super().__init__(schedulers=schedulers, param_group_tags=param_group_tags)
 
 
@@ -220,8 +219,8 @@ class CyclicLR(LRScheduler, _s.CyclicScheduler):
     base_val = _alias("base_lr")
     max_val = _alias("max_lr")
 
-    def __init__(self, optimizer, base_lr: float, max_lr: float, step_size_up: float = 2000,
-                 step_size_down: Optional[float] = None, mode: str = "triangular", gamma: float = 1.0,
+    def __init__(self, optimizer: torch.optim.Optimizer, base_lr: float, max_lr: float, step_size_up: int = 2000,
+                 step_size_down: Optional[int] = None, mode: str = "triangular", gamma: float = 1.0,
                  scale_mode: str = "cycle", param_group_tags: TagsType = None):
         super().__init__(optimizer, base_val=base_lr, max_val=max_lr, step_size_up=step_size_up,
                          step_size_down=step_size_down, mode=mode, gamma=gamma, scale_mode=scale_mode,
@@ -235,9 +234,9 @@ class OneCycleLR(LRScheduler, _s.OneCycleScheduler):
     initial_val = _alias("initial_learning_rate")
     max_val = _alias("max_lr")
 
-    def __init__(self, optimizer, initial_learning_rate: float, max_lr: float, total_steps: int = 1000,
-                 pct_start: float = 0.3, final_div_factor: float = 1e4, three_phase: bool = False,
-                 anneal_strategy: str = "cos", param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, initial_learning_rate: float, max_lr: float,
+                 total_steps: int = 1000, pct_start: float = 0.3, final_div_factor: float = 1e4,
+                 three_phase: bool = False, anneal_strategy: str = "cos", param_group_tags: TagsType = None):
         super().__init__(optimizer, initial_val=initial_learning_rate, max_val=max_lr, total_steps=total_steps,
                          pct_start=pct_start, final_div_factor=final_div_factor, three_phase=three_phase,
                          anneal_strategy=anneal_strategy, param_group_tags=param_group_tags)
@@ -248,7 +247,7 @@ class ScalePerParamLR(LRScheduler, _s.ScalePerParamScheduler):
 
     adjustment_scalars = _alias("lr_adjustment_scalars")
 
-    def __init__(self, optimizer, scheduler: LRScheduler, param_group_tags: TagsType = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: LRScheduler, param_group_tags: TagsType = None):
         super().__init__(optimizer, scheduler=scheduler, param_group_tags=param_group_tags)
 
 

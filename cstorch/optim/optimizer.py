@@ -18,15 +18,16 @@ tensor of the optimizer's, rewritten when the group's value changes
 
 An optimizer registers with the run (`cstorch.stateful`) when it is created.
 """
-from __future__ import annotations
-
 import abc
 import contextlib
+import math
+import numbers
 import warnings
 from collections import OrderedDict
-from typing import ClassVar, Iterator, Mapping, Optional
+from typing import Any, ClassVar, Dict, Iterator, Mapping, Optional
 
 import torch
+from torch.optim.optimizer import ParamsT  # the real API's name for `params` (config builders key on it)
 from torch.utils.hooks import RemovableHandle
 
 from .. import _backend
@@ -46,7 +47,7 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
     TENSOR_HYPERPARAMS: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")
     state_kind: ClassVar[str] = "optimizer"
 
-    def __init__(self, params, defaults: dict, enable_global_step: bool = False):
+    def __init__(self, params: ParamsT, defaults: Dict[str, Any], enable_global_step: bool = False):
         # per param group: the tensor that holds each tensor hyper-parameter given as a number,
         # and the value last written into it (see `hyperparameter`)
         self._hyper_tensors: list[dict[str, torch.Tensor]] = []
@@ -72,6 +73,7 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
 
     # -- tensor hyper-parameters -------------------------------------------------------
     def add_param_group(self, param_group: dict) -> None:
+        check_finite_hyperparameters({**self.defaults, **param_group})
         super().add_param_group(param_group)
         self._hyper_tensors.append({})
         self._hyper_values.append({})
@@ -91,7 +93,7 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
             owned = self._hyper_tensors[group_index][key] = torch.zeros((), dtype=torch.float32)
             self._hyper_values[group_index][key] = _UNSET
         last = self._hyper_values[group_index][key]
-        if isinstance(value, torch.Tensor) or last is _UNSET or value != last:
+        if isinstance(value, torch.Tensor) or last is _UNSET or (value != last and not _both_nan(value, last)):
             copy_into(owned, value, f"param group {group_index} {key!r}")
             self._hyper_values[group_index][key] = value
         return owned
@@ -276,6 +278,40 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
             return None
         with torch.enable_grad():
             return closure()
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _both_nan(a, b) -> bool:
+    """Whether `a` and `b` are both NaN numbers (NaN != NaN, but a NaN that stays NaN is
+    no change of the value)."""
+    return _is_number(a) and _is_number(b) and math.isnan(a) and math.isnan(b)
+
+
+#: how torch.optim's "Invalid ...: <value>" errors name a param-group key
+_LABELS = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def check_finite_hyperparameters(group: Mapping) -> None:
+    """ValueError, in torch.optim's words ("Invalid learning rate: nan"), for a NaN or
+    infinite number among a param group's values (`params` aside; a number, or an item of
+    a tuple or list such as `betas`). torch.optim lets some through (`SGD(lr=nan)`); here
+    a non-finite hyper-parameter is refused before anything uses it."""
+    for key, value in group.items():
+        if key == "params":
+            continue
+        items = enumerate(value) if isinstance(value, (tuple, list)) else [(None, value)]
+        for index, v in items:
+            if _is_number(v) and not math.isfinite(v):
+                if index is None:
+                    label = _LABELS.get(key, f"{key} value")
+                elif key == "betas":
+                    label = f"beta parameter at index {index}"
+                else:
+                    label = f"{key} value at index {index}"
+                raise ValueError(f"Invalid {label}: {v} (a hyper-parameter must be a finite number)")
 
 
 def _assign(d: dict, key, value, what: str) -> None:

@@ -1,14 +1,12 @@
 """The base `Scheduler`: a closed form f(t) of the int64 step tensor `last_epoch`, written
 into its param groups in place (see `cstorch.optim.scheduler` for the contract)."""
-from __future__ import annotations
-
 import abc
 import contextlib
 import math
 import numbers
 import warnings
 import weakref
-from typing import ClassVar, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import ClassVar, Iterator, List, Mapping, Optional, Union
 
 import torch
 
@@ -17,7 +15,8 @@ from ..state import copy_into
 from .optimizer import Optimizer
 
 
-TagsType = Optional[Union[str, Sequence[Optional[str]]]]
+#: the real API's annotation of `param_group_tags` (a tag, or a list of tags / None)
+TagsType = Optional[Union[str, List[Union[str, None]]]]
 
 
 def live_schedulers() -> List["Scheduler"]:
@@ -37,28 +36,46 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+def _argument_name(cls_name: str, name: str) -> str:
+    """The argument name the user gave for the generic `name` (`initial_val`) of the
+    scheduler class `cls_name`: the parameter-specific name of its `_alias`
+    (`initial_learning_rate`), else `name` (for error messages)."""
+    pending, seen = [Scheduler], set()
+    while pending:
+        cls = pending.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if cls.__name__ == cls_name:
+            attr = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)
+            return attr.storage if isinstance(attr, _Alias) else name
+        pending.extend(cls.__subclasses__())
+    return name
+
+
 def _check_number(cls_name: str, name: str, value, *, positive: bool = False, non_negative: bool = False):
     if not _is_number(value):
         raise TypeError(
-            f"{cls_name}: `{name}` must be a Python number (it is frozen into the schedule's closed form), "
-            f"got {value!r} of type {type(value).__name__}."
+            f"{cls_name}: `{_argument_name(cls_name, name)}` must be a Python number (it is frozen into the "
+            f"schedule's closed form), got {value!r} of type {type(value).__name__}."
         )
     if not math.isfinite(value):
-        raise ValueError(f"{cls_name}: `{name}` must be finite, got {value!r}.")
+        raise ValueError(f"{cls_name}: `{_argument_name(cls_name, name)}` must be finite, got {value!r}.")
     if positive and value <= 0:
-        raise ValueError(f"{cls_name}: `{name}` must be > 0, got {value!r}.")
+        raise ValueError(f"{cls_name}: `{_argument_name(cls_name, name)}` must be > 0, got {value!r}.")
     if non_negative and value < 0:
-        raise ValueError(f"{cls_name}: `{name}` must be >= 0, got {value!r}.")
+        raise ValueError(f"{cls_name}: `{_argument_name(cls_name, name)}` must be >= 0, got {value!r}.")
 
 
 def _check_int(cls_name: str, name: str, value, *, positive: bool = False, non_negative: bool = False):
     if not _is_int(value):
-        raise TypeError(f"{cls_name}: `{name}` must be an integer number of steps, got {value!r} "
-                        f"of type {type(value).__name__}.")
+        raise TypeError(f"{cls_name}: `{_argument_name(cls_name, name)}` must be an integer number of steps, got "
+                        f"{value!r} of type {type(value).__name__}.")
     if positive and value <= 0:
-        raise ValueError(f"{cls_name}: `{name}` must be a positive number of steps, got {value!r}.")
+        raise ValueError(f"{cls_name}: `{_argument_name(cls_name, name)}` must be a positive number of steps, got "
+                         f"{value!r}.")
     if non_negative and value < 0:
-        raise ValueError(f"{cls_name}: `{name}` must be >= 0, got {value!r}.")
+        raise ValueError(f"{cls_name}: `{_argument_name(cls_name, name)}` must be >= 0, got {value!r}.")
 
 
 def _check_int_list(cls_name: str, name: str, value) -> list:
@@ -153,7 +170,7 @@ class Scheduler(abc.ABC):
 
     state_kind: ClassVar[str] = "scheduler"
 
-    def __init__(self, optimizer: Optimizer, total_iters: Optional[int], last_epoch: int = -1,
+    def __init__(self, optimizer: torch.optim.Optimizer, total_iters: int, last_epoch: int = -1,
                  param_group_tags: TagsType = None):
         name = type(self).__name__
         if not isinstance(optimizer, Optimizer):
@@ -431,6 +448,12 @@ class Scheduler(abc.ABC):
         return out
 
 
+class _Alias(property):
+    """The property of `_alias`; `storage` is the parameter-specific name."""
+
+    storage: str
+
+
 def _alias(storage: str, doc: str = "") -> property:
     """A generic attribute name stored under a parameter-specific one (e.g. `initial_val`
     kept as `initial_learning_rate`), so state dicts use the specific names."""
@@ -441,4 +464,6 @@ def _alias(storage: str, doc: str = "") -> property:
     def set(self, value):
         setattr(self, storage, value)
 
-    return property(get, set, doc=doc or f"alias of `{storage}`")
+    prop = _Alias(get, set, doc=doc or f"alias of `{storage}`")
+    prop.storage = storage
+    return prop

@@ -18,7 +18,7 @@ import torch
 
 from cstorch_jax.optim import REQUIRED, PublicOptimizer, Slot, call_update, public_optimizers
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ParamsT
 
 
 class SpecOptimizer(Optimizer):
@@ -125,17 +125,21 @@ _MEMBERS: dict[str, tuple[type, ...]] = {"Adam": (_AdamWeightDecay,)}
 def build_optimizer_class(public: PublicOptimizer) -> type[SpecOptimizer]:
     """The public class `public.name` of cstorch.optim (with the `_MEMBERS` of that name)."""
     signature = inspect.Signature([
-        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
                           default=inspect.Parameter.empty if default is REQUIRED else default)
-        for name, default in public.signature])
+        for name, annotation, default in public.parameters()])
 
     def __init__(self, params, *args, **kwargs):
         SpecOptimizer.__init__(self, params, *args, **kwargs)
 
+    # the real signature, annotations included (evaluated objects: config builders read
+    # them through inspect.signature and typing.get_type_hints)
     __init__.__signature__ = signature.replace(parameters=[
         inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        inspect.Parameter("params", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("params", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ParamsT),
         *signature.parameters.values()])
+    __init__.__annotations__ = {p.name: p.annotation for p in __init__.__signature__.parameters.values()
+                                if p.annotation is not inspect.Parameter.empty}
     __init__.__qualname__ = f"{public.name}.__init__"
     op = getattr(torch.ops.cstorch, public.algorithm.name)
     return type(public.name, (*_MEMBERS.get(public.name, ()), SpecOptimizer), {

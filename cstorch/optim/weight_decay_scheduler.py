@@ -2,11 +2,12 @@
 param groups' "weight_decay", with the generic argument names (`val`, `initial_val`,
 `end_val`, `base_val`, `max_val`, `vals`, ...). Each is the twin of the learning-rate
 scheduler of the same stem (`CosineDecayWD` ~ `CosineDecayLR`)."""
-from __future__ import annotations
-
 from typing import List
 
+import torch
+
 from . import scheduler as _s
+from .scheduler_base import TagsType
 
 
 class WeightDecayScheduler(_s.Scheduler):
@@ -52,7 +53,10 @@ class SequentialWD(WeightDecayScheduler, _s.SequentialScheduler):
 class PiecewiseConstantWD(WeightDecayScheduler, _s.PiecewiseConstantScheduler):
     """`vals[k]` from milestone k-1 on."""
 
-    constant_cls = ConstantWD
+    def __init__(self, optimizer: torch.optim.Optimizer, vals: List[float], milestones: List[int],
+                 param_group_tags: TagsType = None):
+        super().__init__(optimizer, constant_cls=ConstantWD, vals=vals, milestones=milestones,
+                         param_group_tags=param_group_tags)
 
 
 class MultiStepWD(WeightDecayScheduler, _s.MultiStepScheduler):

@@ -7,14 +7,15 @@ import os
 from .._backend import backend
 from ..distributed.processes import is_main_process
 from ..unsupported import module_getattr
-from . import serializers
+from . import constants, serializers
 from .errors import InvalidCheckpointError
 from .formats import FORMATS, CheckpointFormat, detect, state_from_layout
 from .h5 import H5Tensor
 from .layout import FORMAT_VERSION, PickledObject, layout_of
 from .torch_file import torch_load
 
-__all__ = ["save", "load", "PickledObject", "H5Tensor", "FORMAT_VERSION", "serializers", "InvalidCheckpointError",
+__all__ = ["save", "load", "PickledObject", "H5Tensor", "FORMAT_VERSION", "constants", "serializers",
+           "InvalidCheckpointError",
            "FORMATS", "CheckpointFormat", "detect", "state_from_layout"]
 __getattr__ = module_getattr(__name__)  # names of the real module not provided here (cstorch.unsupported)
 

@@ -4,8 +4,12 @@
   disk since `cstorch.load` refuses to read it.
 - `cache_deferred_tensors` (default off): keep a lazy tensor's value once read
   (`cstorch.load(path, map_location="cache")` turns it on for that load).
+- `use_external_link` (default off): on the real system, saving a lazily loaded tensor
+  writes an H5 external link to the file it came from instead of its values. Accepted
+  and without effect here: `cstorch.save` always writes the values, so the file holds
+  the same state either way and does not depend on the older file.
 
-Both are used as context managers, `with check_deferred_backing_storage(False): ...`,
+All are used as context managers, `with check_deferred_backing_storage(False): ...`,
 or read with `bool(...)`.
 """
 from __future__ import annotations
@@ -34,3 +38,4 @@ class BooleanContext:
 
 check_deferred_backing_storage = BooleanContext(True)
 cache_deferred_tensors = BooleanContext(False)
+use_external_link = BooleanContext(False)

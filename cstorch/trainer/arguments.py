@@ -10,12 +10,12 @@ import torch
 
 import cstorch
 
-from .callbacks.base import Callback, CoreCallback
+from .callbacks.base import CoreCallback, is_callback
 from .callbacks.checkpoint import Checkpoint
 from .callbacks.logs import Logging
 from .callbacks.loop import TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
-from .checks import DEVICES
+from .checks import DEVICES, model_dir_problem, show
 from .loggers import Logger
 
 
@@ -25,12 +25,17 @@ def check_trainer_arguments(device, backend, model_dir, model, optimizer, schedu
     error before any directory, backend or model exists."""
     if model_dir is None or model_dir == "":
         raise ValueError("model_dir is a required argument")
+    if not isinstance(model_dir, (str, os.PathLike)):
+        raise TypeError(f"model_dir must be a path (str or os.PathLike), got {type(model_dir).__name__}")
+    problem = model_dir_problem(model_dir)
+    if problem is not None:
+        raise ValueError(f"model_dir {problem}")
     if device is not None and backend is not None:
-        raise ValueError(f"Exactly one of device and backend may be given, got device={device!r} and "
-                         f"backend={backend!r}. Pass device='CSX'|'CPU'|'GPU', or a backend made with "
+        raise ValueError(f"Exactly one of device and backend may be given, got device={show(device)} and "
+                         f"backend={show(backend)}. Pass device='CSX'|'CPU'|'GPU', or a backend made with "
                          f"cstorch.backend(...).")
     if device is not None and (not isinstance(device, str) or device.upper() not in DEVICES):
-        raise ValueError(f"device must be one of {DEVICES} (or None with backend=...), got {device!r}")
+        raise ValueError(f"device must be one of {DEVICES} (or None with backend=...), got {show(device)}")
     if backend is not None and not isinstance(backend, cstorch.Backend):
         raise TypeError(f"backend must be a cstorch backend (cstorch.backend(...)), got {type(backend).__name__}")
     if device is None and backend is None and cstorch.backend() is None:
@@ -53,7 +58,7 @@ def check_trainer_arguments(device, backend, model_dir, model, optimizer, schedu
             expected = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
             raise TypeError(f"{name} must be a {expected} instance, got {type(value).__name__}")
     for i, cb in enumerate(callbacks or []):
-        if not isinstance(cb, Callback):
+        if not is_callback(cb):
             raise TypeError(f"callbacks[{i}] must be a Callback instance, got {type(cb).__name__}")
         if isinstance(cb, CoreCallback):
             raise ValueError(f"callbacks[{i}] is a {type(cb).__name__}, a core callback: pass it as the "
@@ -63,7 +68,7 @@ def check_trainer_arguments(device, backend, model_dir, model, optimizer, schedu
             raise TypeError(f"loggers[{i}] must be a Logger instance (TensorBoardLogger, CSVLogger, "
                             f"ProgressLogger, ...), got {type(lg).__name__}")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise TypeError(f"seed must be an int or None, got {seed!r}")
+        raise TypeError(f"seed must be an int or None, got {show(seed)}")
     if sparsity is not None:
         raise NotImplementedError("Weight sparsity (cstorch.sparse) is not supported by cstorch yet; remove "
                                   "`sparsity`.")

@@ -21,7 +21,10 @@
    file of the Python installation (the standard library, site-packages) is refused
    without loading it: name installed code by its dotted path.
 
-5. for models and data processors, a plain name (no dot, no colon) that a Python file
+5. with the real Model Zoo installed (`real_modelzoo`), a plain name it knows: a model of
+   its `registry.yaml`, a data processor that registry lists, a class of its trainer's
+   callbacks or loggers;
+6. for models and data processors, a plain name (no dot, no colon) that a Python file
    next to the YAML declares (`declared_in_folder`): the files of `base_dir` (and of its
    parent when `base_dir` is a folder named `configs`, the Model Zoo layout
    `<model>/configs/params.yaml` beside `<model>/model.py`) are *read*, not run
@@ -62,7 +65,7 @@ from typing import Callable, NamedTuple, Optional
 
 import torch
 
-from . import callbacks, loggers
+from . import callbacks, loggers, real_modelzoo
 from .callbacks.base import Callback
 from .checks import suggest
 from .config_classes import config_class, literal_values
@@ -83,8 +86,10 @@ KIND_CLASSES = {
     "model": KindClass(lambda c: issubclass(c, torch.nn.Module), "a subclass of torch.nn.Module"),
     "data_processor": KindClass(lambda c: callable(getattr(c, "create_dataloader", None)),
                                 "a class with a create_dataloader() method"),
-    "callback": KindClass(lambda c: issubclass(c, Callback), "a subclass of cstorch.trainer.Callback"),
-    "logger": KindClass(lambda c: issubclass(c, Logger), "a subclass of cstorch.trainer.loggers.Logger"),
+    "callback": KindClass(lambda c: issubclass(c, (Callback, *real_modelzoo.loaded_bases("callback"))),
+                          "a subclass of cstorch.trainer.Callback (or of the real Model Zoo's Callback)"),
+    "logger": KindClass(lambda c: issubclass(c, (Logger, *real_modelzoo.loaded_bases("logger"))),
+                        "a subclass of cstorch.trainer.loggers.Logger (or of the real Model Zoo's Logger)"),
 }
 KINDS = tuple(KIND_CLASSES)
 #: where `resolve` looks for callbacks and loggers besides the registry
@@ -162,6 +167,12 @@ def resolve(kind: str, name: str, base_dir: Optional[str] = None):
         if isinstance(obj, type):
             return obj
         builtin_names += [k for k, v in vars(module).items() if isinstance(v, type) and not k.startswith("_")]
+
+    if "." not in name and ":" not in name and "/" not in name and real_modelzoo.installed():
+        tried.append(f"the real Model Zoo's {label}s")
+        found = real_modelzoo.lookup(kind, name)
+        if found is not None:
+            return found
 
     file_part, sep, attr = name.rpartition(":")
     if sep and file_part.endswith(".py"):

@@ -5,7 +5,7 @@ real API built on it (`spec.py`), exposed to torch as ONE custom op
 kernel runs the rule on torch tensors, the lowering inlines it into the compiled step."""
 from . import algorithms  # noqa: F401  (registers every algorithm and its update op)
 from .registry import public_optimizers, register, registered_algorithms
-from .spec import REQUIRED, Algorithm, PublicOptimizer, Slot, counter, decode_hyper, encode_hyper, like_param, shaped
+from .spec import NO_ANNOTATION, REQUIRED, Algorithm, PublicOptimizer, Slot, counter, decode_hyper, encode_hyper, like_param, shaped
 from .transforms import (
     Hyper,
     Update,
@@ -20,7 +20,7 @@ from .transforms import (
 from .update_op import apply_rule, call_update, define_update
 
 __all__ = [
-    "Algorithm", "PublicOptimizer", "Slot", "REQUIRED", "like_param", "counter", "shaped", "register",
+    "Algorithm", "PublicOptimizer", "Slot", "REQUIRED", "NO_ANNOTATION", "like_param", "counter", "shaped", "register",
     "public_optimizers", "registered_algorithms", "encode_hyper", "decode_hyper", "define_update", "call_update",
     "apply_rule", "Hyper", "Update", "chain", "when", "maximize", "add_l2_decay", "decay_weights",
     "scale_by_learning_rate", "one_minus_power",

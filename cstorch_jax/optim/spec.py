@@ -12,7 +12,8 @@ An `Algorithm` says, for one parameter,
   NamedTuple of arrays.
 
 A `PublicOptimizer` is one class of the real API on an algorithm (`Adam` and `AdamW`
-share one): its signature after `params` (names and defaults), `check(args)` (the
+share one): its signature after `params` (names, annotations and defaults: the real
+API's, which config builders read), `check(args)` (the
 ValueErrors of the real API, in its order), `defaults(args)` (the param-group values,
 in the real key order) and `hyper(group)` (a param group's frozen hyper-parameters).
 The learning rate and weight decay are no part of `hyper`: they reach the rule as 0-d
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import typing
 from typing import Any, Callable, Mapping, NamedTuple, Optional
@@ -36,6 +38,7 @@ import torch
 from .transforms import Hyper, Transform, Update
 
 REQUIRED = object()  # marks a signature argument without a default
+NO_ANNOTATION = inspect.Parameter.empty  # a signature argument given as (name, default)
 
 
 class Slot(NamedTuple):
@@ -85,7 +88,8 @@ class Algorithm:
 class PublicOptimizer:
     name: str                                             # the class name in cstorch.optim
     algorithm: Algorithm
-    signature: tuple[tuple[str, Any], ...]                # (argument, default or REQUIRED) after `params`
+    signature: tuple[tuple, ...]                          # (argument, annotation, default or REQUIRED) after
+    #                                                       `params`; (argument, default) leaves it unannotated
     check: Callable[[Mapping[str, Any]], None]            # raises the real API's ValueErrors
     defaults: Callable[[Mapping[str, Any]], dict]         # param-group defaults, in the real key order
     hyper: Callable[[Mapping[str, Any]], Any]             # a param group's frozen hyper-parameters
@@ -93,6 +97,11 @@ class PublicOptimizer:
     global_step: bool = False                             # `enable_global_step` of the optimizer
     convert_state_dict: Optional[Callable[[dict], dict]] = None   # a foreign layout into torch's keys
     check_group: Optional[Callable[[Mapping[str, Any]], None]] = None  # before each update of a group
+
+    def parameters(self) -> tuple[tuple[str, Any, Any], ...]:
+        """The signature as (argument, annotation or NO_ANNOTATION, default or REQUIRED)."""
+        return tuple((entry[0], NO_ANNOTATION, entry[1]) if len(entry) == 2 else tuple(entry)
+                     for entry in self.signature)
 
 
 # -- frozen hyper-parameters as the op's float list --------------------------------------

@@ -10,8 +10,15 @@ Hooks whose names contain `_step_` (and the step internals `on_before_forward` .
 `on_after_scheduler_step`) run inside the traced step: on CSX they run once, while
 the step is captured, and what they compute becomes part of the compiled program;
 on CPU/GPU they run every step.
+
+With the real Model Zoo installed, its trainer's callbacks (`ComputeNorm`, ... : the same
+hooks with the same arguments) are callbacks here too (`is_callback`), and the callbacks
+it registers globally (the one behind `summarize_scalar` / `summarize_tensor`) join every
+Trainer like cstorch's own global callbacks.
 """
 from __future__ import annotations
+
+from .. import real_modelzoo
 
 
 class Callback:
@@ -88,7 +95,7 @@ _GLOBAL_CALLBACKS: list[Callback] = []
 def register_global_callback(callback: Callback) -> Callback:
     """Add `callback` to every Trainer constructed from now on (after the user callbacks);
     returns it, so it can be used as `register_global_callback(MyCallback())`."""
-    if not isinstance(callback, Callback):
+    if not is_callback(callback):
         raise TypeError(f"register_global_callback expects a Callback instance, got {type(callback).__name__}")
     if isinstance(callback, CoreCallback):
         raise ValueError(f"{type(callback).__name__} is a core callback; pass it to the Trainer's own argument")
@@ -96,5 +103,12 @@ def register_global_callback(callback: Callback) -> Callback:
     return callback
 
 
-def global_callbacks() -> list[Callback]:
-    return list(_GLOBAL_CALLBACKS)
+def is_callback(obj) -> bool:
+    """Whether `obj` is a callback: a `Callback`, or a callback of the real Model Zoo's
+    trainer (when that is loaded)."""
+    return isinstance(obj, (Callback, *real_modelzoo.loaded_bases("callback")))
+
+
+def global_callbacks() -> list:
+    """cstorch's global callbacks, then those the real Model Zoo's trainer registered."""
+    return list(_GLOBAL_CALLBACKS) + real_modelzoo.global_callbacks()

@@ -25,6 +25,7 @@ import torch
 import cstorch
 from cstorch.amp.optimizer_step import clip_grad_norm
 
+from ..checks import show
 from .base import CoreCallback
 
 log = logging.getLogger("cstorch.trainer")
@@ -40,15 +41,15 @@ class MixedPrecision(CoreCallback):
                  max_gradient_norm: Optional[float] = None, max_gradient_value: Optional[float] = None,
                  log_loss_scale: Optional[bool] = None):
         if fp16_type not in _HALF_TYPES:
-            raise ValueError(f"fp16_type must be one of {_HALF_TYPES}, got {fp16_type!r}")
+            raise ValueError(f"fp16_type must be one of {_HALF_TYPES}, got {show(fp16_type)}")
         if not (loss_scaling_factor == "dynamic" or (isinstance(loss_scaling_factor, (int, float))
                                                      and not isinstance(loss_scaling_factor, bool)
                                                      and loss_scaling_factor > 0)):
             raise ValueError(f"loss_scaling_factor must be a positive number or 'dynamic', got "
-                             f"{loss_scaling_factor!r}")
+                             f"{show(loss_scaling_factor)}")
         for name, value in (("max_gradient_norm", max_gradient_norm), ("max_gradient_value", max_gradient_value)):
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
-                raise ValueError(f"{name} must be a number > 0, got {value!r}")
+                raise ValueError(f"{name} must be a number > 0, got {show(value)}")
         if max_gradient_norm is not None and max_gradient_value is not None:
             raise ValueError("Set max_gradient_norm or max_gradient_value, not both: gradients are clipped by norm "
                              "or by value.")

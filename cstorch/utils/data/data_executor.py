@@ -57,6 +57,10 @@ from .utils import Schedule
 
 log = logging.getLogger("cstorch")
 
+#: the values of a micro-batch size setting (the real API's name for the type of
+#: `cstorch.backends.csx.performance.micro_batch_size`)
+MbsSetting = backends.MicroBatchSize
+
 
 class _StepCountError(ValueError, RuntimeError):
     """A bad or unknown `num_steps`: catchable as the real system's RuntimeError and as

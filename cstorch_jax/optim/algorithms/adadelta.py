@@ -69,7 +69,8 @@ def _check(a) -> None:
 
 ADADELTA = PublicOptimizer(
     "Adadelta", ADADELTA_ALGORITHM,
-    signature=(("lr", 1.0), ("rho", 0.9), ("eps", 1e-6), ("weight_decay", 0), ("maximize", False)),
+    signature=(("lr", float, 1.0), ("rho", float, 0.9), ("eps", float, 1e-6), ("weight_decay", float, 0),
+               ("maximize", bool, False)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], rho=a["rho"], eps=a["eps"], weight_decay=a["weight_decay"],
                             maximize=a["maximize"]),

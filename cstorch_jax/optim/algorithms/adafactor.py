@@ -31,7 +31,7 @@ semantics; the real system rejects them).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -142,9 +142,9 @@ def _check_group(g) -> None:
 
 ADAFACTOR = PublicOptimizer(
     "Adafactor", ADAFACTOR_ALGORITHM,
-    signature=(("lr", REQUIRED), ("eps", (1e-30, 1e-3)), ("clip_threshold", 1.0), ("decay_rate", -0.8),
-               ("beta1", None), ("weight_decay", 0.0), ("scale_parameter", True), ("relative_step", False),
-               ("warmup_init", False)),
+    signature=(("lr", float, REQUIRED), ("eps", Tuple[float, float], (1e-30, 1e-3)), ("clip_threshold", float, 1.0),
+               ("decay_rate", float, -0.8), ("beta1", Optional[float], None), ("weight_decay", float, 0.0),
+               ("scale_parameter", bool, True), ("relative_step", bool, False), ("warmup_init", bool, False)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], eps=tuple(a["eps"]), clip_threshold=a["clip_threshold"],
                             decay_rate=a["decay_rate"], beta1=a["beta1"], weight_decay=a["weight_decay"],

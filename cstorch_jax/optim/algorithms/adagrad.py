@@ -64,8 +64,8 @@ def _check(a) -> None:
 
 ADAGRAD = PublicOptimizer(
     "Adagrad", ADAGRAD_ALGORITHM,
-    signature=(("lr", 1e-2), ("lr_decay", 0), ("weight_decay", 0), ("initial_accumulator_value", 0), ("eps", 1e-6),
-               ("maximize", False)),
+    signature=(("lr", float, 1e-2), ("lr_decay", float, 0), ("weight_decay", float, 0),
+               ("initial_accumulator_value", float, 0), ("eps", float, 1e-6), ("maximize", bool, False)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], lr_decay=a["lr_decay"], eps=a["eps"], weight_decay=a["weight_decay"],
                             initial_accumulator_value=a["initial_accumulator_value"], maximize=a["maximize"]),

@@ -20,7 +20,7 @@ layout (`beta1_power`/`beta2_power` instead of `step`) is converted on load.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import jax.numpy as jnp
 
@@ -99,8 +99,8 @@ def _defaults(correct_bias):
 
 ADAM = PublicOptimizer(
     "Adam", ADAM_ALGORITHM,
-    signature=(("lr", 1e-3), ("betas", (0.9, 0.999)), ("eps", 1e-6), ("weight_decay", 0.0), ("amsgrad", False),
-               ("maximize", False)),
+    signature=(("lr", float, 1e-3), ("betas", Tuple[float, float], (0.9, 0.999)), ("eps", float, 1e-6),
+               ("weight_decay", float, 0.0), ("amsgrad", bool, False), ("maximize", bool, False)),
     check=check_adam_hyperparameters, defaults=_defaults(lambda a: True), hyper=_hyper(False),
     convert_state_dict=steps_from_beta_powers,
     doc="Adam; `weight_decay` is L2 regularisation added to the gradient. One `cstorch::adam_update` op per "
@@ -108,8 +108,9 @@ ADAM = PublicOptimizer(
 
 ADAMW = PublicOptimizer(
     "AdamW", ADAM_ALGORITHM,
-    signature=(("lr", 1e-3), ("betas", (0.9, 0.999)), ("eps", 1e-6), ("weight_decay", 0.0), ("correct_bias", True),
-               ("amsgrad", False), ("maximize", False)),
+    signature=(("lr", float, 1e-3), ("betas", Tuple[float, float], (0.9, 0.999)), ("eps", float, 1e-6),
+               ("weight_decay", float, 0.0), ("correct_bias", bool, True), ("amsgrad", bool, False),
+               ("maximize", bool, False)),
     check=check_adam_hyperparameters, defaults=_defaults(lambda a: a["correct_bias"]), hyper=_hyper(True),
     convert_state_dict=steps_from_beta_powers,
     doc="AdamW; `weight_decay` is decoupled (p *= 1 - lr*wd). `correct_bias=False` drops the bias correction "

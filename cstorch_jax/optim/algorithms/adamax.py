@@ -16,7 +16,7 @@ defaults are the real system's (lr=1e-3, eps=1e-6; torch.optim's are 2e-3 and 1e
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import jax.numpy as jnp
 
@@ -61,7 +61,8 @@ ADAMAX_ALGORITHM = Algorithm(
 
 ADAMAX = PublicOptimizer(
     "Adamax", ADAMAX_ALGORITHM,
-    signature=(("lr", 1e-3), ("betas", (0.9, 0.999)), ("eps", 1e-6), ("weight_decay", 0.0), ("maximize", False)),
+    signature=(("lr", float, 1e-3), ("betas", Tuple[float, float], (0.9, 0.999)), ("eps", float, 1e-6),
+               ("weight_decay", float, 0.0), ("maximize", bool, False)),
     check=check_adam_hyperparameters,
     defaults=lambda a: dict(lr=a["lr"], betas=tuple(a["betas"]), eps=a["eps"], weight_decay=a["weight_decay"],
                             maximize=a["maximize"]),

@@ -72,7 +72,8 @@ def _check(a) -> None:
 
 ASGD = PublicOptimizer(
     "ASGD", ASGD_ALGORITHM,
-    signature=(("lr", 1e-2), ("lambd", 1e-4), ("alpha", 0.75), ("t0", 1e6), ("weight_decay", 0), ("maximize", False)),
+    signature=(("lr", float, 1e-2), ("lambd", float, 1e-4), ("alpha", float, 0.75), ("t0", float, 1e6),
+               ("weight_decay", float, 0), ("maximize", bool, False)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], lambd=a["lambd"], alpha=a["alpha"], t0=a["t0"],
                             weight_decay=a["weight_decay"], maximize=a["maximize"]),

@@ -16,7 +16,7 @@ State: `exp_avg` (m), `exp_avg_sq` (v).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import jax.numpy as jnp
 
@@ -65,7 +65,8 @@ LAMB_ALGORITHM = Algorithm("lamb_update", LambHyper, lamb_state, chain(scale_by_
 
 LAMB = PublicOptimizer(
     "Lamb", LAMB_ALGORITHM,
-    signature=(("lr", 1e-3), ("betas", (0.9, 0.999)), ("eps", 1e-6), ("weight_decay", 0), ("adam", False)),
+    signature=(("lr", float, 1e-3), ("betas", Tuple[float, float], (0.9, 0.999)), ("eps", float, 1e-6),
+               ("weight_decay", float, 0), ("adam", bool, False)),
     check=check_adam_hyperparameters,
     defaults=lambda a: dict(lr=a["lr"], betas=tuple(a["betas"]), eps=a["eps"], weight_decay=a["weight_decay"],
                             adam=a["adam"]),

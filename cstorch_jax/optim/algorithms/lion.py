@@ -13,7 +13,7 @@ State: `exp_avg` (m). The sign direction and the moment update are optax's
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import jax.numpy as jnp
 import optax
@@ -60,7 +60,7 @@ def _check(a) -> None:
 
 LION = PublicOptimizer(
     "Lion", LION_ALGORITHM,
-    signature=(("lr", 1e-4), ("betas", (0.9, 0.99)), ("weight_decay", 0.0)),
+    signature=(("lr", float, 1e-4), ("betas", Tuple[float, float], (0.9, 0.99)), ("weight_decay", float, 0.0)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], betas=tuple(a["betas"]), weight_decay=a["weight_decay"]),
     hyper=lambda g: LionHyper(float(g["betas"][0]), float(g["betas"][1])),

@@ -123,7 +123,8 @@ def _check(a) -> None:
 
 MUON = PublicOptimizer(
     "Muon", MUON_ALGORITHM,
-    signature=(("lr", 0.02), ("weight_decay", 0.01), ("momentum", 0.95), ("nesterov", True), ("ns_steps", 5)),
+    signature=(("lr", float, 0.02), ("weight_decay", float, 0.01), ("momentum", float, 0.95), ("nesterov", bool, True),
+               ("ns_steps", int, 5)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], weight_decay=a["weight_decay"], momentum=a["momentum"],
                             nesterov=a["nesterov"], ns_steps=a["ns_steps"]),

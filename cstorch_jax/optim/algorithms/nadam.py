@@ -26,7 +26,7 @@ Difference from the real system: its momentum term divides by 1 - P * mu * mu_ne
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import jax.numpy as jnp
 
@@ -87,7 +87,8 @@ def _check(a) -> None:
 
 NADAM = PublicOptimizer(
     "NAdam", NADAM_ALGORITHM,
-    signature=(("lr", 2e-3), ("betas", (0.9, 0.999)), ("eps", 1e-8), ("weight_decay", 0), ("momentum_decay", 4e-3)),
+    signature=(("lr", float, 2e-3), ("betas", Tuple[float, float], (0.9, 0.999)), ("eps", float, 1e-8),
+               ("weight_decay", float, 0), ("momentum_decay", float, 4e-3)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], betas=tuple(a["betas"]), eps=a["eps"], weight_decay=a["weight_decay"],
                             momentum_decay=a["momentum_decay"]),

@@ -30,7 +30,7 @@ the default eps is the real system's 1e-6 (torch.optim's is 1e-8).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import jax.numpy as jnp
 
@@ -98,7 +98,8 @@ RADAM_ALGORITHM = Algorithm("radam_update", RAdamHyper, radam_state, chain(add_l
 
 RADAM = PublicOptimizer(
     "RAdam", RADAM_ALGORITHM,
-    signature=(("lr", 1e-3), ("betas", (0.9, 0.999)), ("eps", 1e-6), ("weight_decay", 0.0)),
+    signature=(("lr", float, 1e-3), ("betas", Tuple[float, float], (0.9, 0.999)), ("eps", float, 1e-6),
+               ("weight_decay", float, 0.0)),
     check=check_adam_hyperparameters,
     defaults=lambda a: dict(lr=a["lr"], betas=tuple(a["betas"]), eps=a["eps"], weight_decay=a["weight_decay"]),
     hyper=lambda g: RAdamHyper(float(g["betas"][0]), float(g["betas"][1]), float(g["eps"])),

@@ -80,8 +80,8 @@ def _check(a) -> None:
 
 RMSPROP = PublicOptimizer(
     "RMSprop", RMSPROP_ALGORITHM,
-    signature=(("lr", 1e-2), ("alpha", 0.99), ("eps", 1e-8), ("weight_decay", 0), ("momentum", 0),
-               ("centered", False)),
+    signature=(("lr", float, 1e-2), ("alpha", float, 0.99), ("eps", float, 1e-8), ("weight_decay", float, 0),
+               ("momentum", float, 0), ("centered", bool, False)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], momentum=a["momentum"], alpha=a["alpha"], eps=a["eps"],
                             centered=a["centered"], weight_decay=a["weight_decay"]),

@@ -19,7 +19,7 @@ the real system's 1e-3 (torch.optim's is 1e-2); the real signature has no `maxim
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import jax.numpy as jnp
 
@@ -72,7 +72,8 @@ def _check(a) -> None:
 
 RPROP = PublicOptimizer(
     "Rprop", RPROP_ALGORITHM,
-    signature=(("lr", 1e-3), ("etas", (0.5, 1.2)), ("step_sizes", (1e-6, 50.0))),
+    signature=(("lr", float, 1e-3), ("etas", Tuple[float, float], (0.5, 1.2)),
+               ("step_sizes", Tuple[float, float], (1e-6, 50.0))),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], etas=tuple(a["etas"]), step_sizes=tuple(a["step_sizes"])),
     hyper=lambda g: RpropHyper(float(g["etas"][0]), float(g["etas"][1]), float(g["step_sizes"][0]),

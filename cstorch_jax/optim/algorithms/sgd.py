@@ -63,8 +63,8 @@ def _check(a) -> None:
 
 SGD = PublicOptimizer(
     "SGD", SGD_ALGORITHM,
-    signature=(("lr", REQUIRED), ("momentum", 0.0), ("dampening", 0.0), ("weight_decay", 0.0), ("nesterov", False),
-               ("maximize", False)),
+    signature=(("lr", float, REQUIRED), ("momentum", float, 0.0), ("dampening", float, 0.0),
+               ("weight_decay", float, 0.0), ("nesterov", bool, False), ("maximize", bool, False)),
     check=_check,
     defaults=lambda a: dict(lr=a["lr"], momentum=a["momentum"], dampening=a["dampening"],
                             weight_decay=a["weight_decay"], nesterov=a["nesterov"], maximize=a["maximize"]),
