@@ -28,6 +28,11 @@ import sys
 import warnings
 from pathlib import Path
 
+try:  # a module of the tests package, or run as a script
+    from .make_inventory import _literal
+except ImportError:
+    from make_inventory import _literal
+
 OUT = Path(__file__).with_name("real_signatures_2_10.json")
 PACKAGE = "cerebras.pytorch.optim"
 
@@ -126,15 +131,6 @@ class Source:
         else:
             root = binding[1]
         return ".".join([root, *parts])
-
-
-def _literal(node: ast.AST):
-    try:
-        value = ast.literal_eval(node)
-        json.dumps(value)
-        return value
-    except Exception:
-        return {"expr": ast.unparse(node)}
 
 
 class Classes:
