@@ -51,6 +51,9 @@ def compile(model: torch.nn.Module, backend=None) -> CompiledModel:  # noqa: A00
         raise TypeError(f"backend must be None, a str or a Backend, got {type(backend).__name__}")
     if b.is_gpu:
         model.to(b.torch_device)
-    model.device = b.torch_device
+    try:
+        model.device = b.torch_device
+    except AttributeError:  # the model's own read-only `device` (Hugging Face models) already says it
+        pass
     b.register_model(model)
     return CompiledModel(model, b)
