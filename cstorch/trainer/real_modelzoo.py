@@ -27,12 +27,10 @@ _PACKAGE = "cerebras.modelzoo"
 def installed() -> bool:
     """Whether `cerebras.modelzoo` is the real Model Zoo (it has a `models` package and a
     registry), not cstorch's own layer."""
-    module = sys.modules.get(_PACKAGE)
-    if module is None:
-        try:
-            module = importlib.import_module(_PACKAGE)
-        except ImportError:
-            return False
+    try:
+        importlib.import_module(_PACKAGE)
+    except ImportError:
+        return False
     return importlib.util.find_spec(_PACKAGE + ".registry.registry") is not None \
         and importlib.util.find_spec(_PACKAGE + ".models") is not None
 

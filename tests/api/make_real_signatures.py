@@ -193,22 +193,20 @@ class Classes:
                 if isinstance(n, ast.Name):
                     names[n.id] = self.src.qualify(module, n)
 
+        def add(arg, kind, default=None):
+            p = {"name": arg.arg, "kind": kind}
+            if default is not None:
+                p["default"] = _literal(default)
+            annotate(p, arg)
+            params.append(p)
+
         defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
         for arg, default in zip(a.args, defaults):
-            p = {"name": arg.arg, "kind": "POSITIONAL_OR_KEYWORD"}
-            if default is not None:
-                p["default"] = _literal(default)
-            annotate(p, arg)
-            params.append(p)
+            add(arg, "POSITIONAL_OR_KEYWORD", default)
         if a.vararg:
-            params.append({"name": a.vararg.arg, "kind": "VAR_POSITIONAL"})
-            annotate(params[-1], a.vararg)
+            add(a.vararg, "VAR_POSITIONAL")
         for arg, default in zip(a.kwonlyargs, a.kw_defaults):
-            p = {"name": arg.arg, "kind": "KEYWORD_ONLY"}
-            if default is not None:
-                p["default"] = _literal(default)
-            annotate(p, arg)
-            params.append(p)
+            add(arg, "KEYWORD_ONLY", default)
         if a.kwarg:
             params.append({"name": a.kwarg.arg, "kind": "VAR_KEYWORD"})
             annotate(params[-1], a.kwarg)
