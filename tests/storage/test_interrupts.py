@@ -32,12 +32,14 @@ ROUNDS = 16
 
 
 class Child:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, generation: int = 0):
+        """One child process; `generation` counts the restarts, so that each child has its
+        own folder for the calibration save (a checkpoint is never overwritten)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        self.stderr = open(tmp_path / "stderr.txt", "w+")
+        self.stderr = open(tmp_path / f"stderr{generation}.txt", "w+")
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "interrupt_script.py"),
-                                      str(tmp_path / "calibration")], stdin=subprocess.PIPE,
+                                      str(tmp_path / f"calibration{generation}")], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -119,13 +121,15 @@ def test_signals_at_many_moments_of_a_save_stop_the_loop_cleanly(tmp_path):
         assert line[0] == "calibrated", line
         one_save = float(line[1])
         converted = 0  # SIGTERM rounds in which a save turned the signal into SystemExit
+        restarts = 0
         for r in range(ROUNDS):
             signum = signal.SIGINT if r % 2 == 0 else signal.SIGTERM
             if _round(child, tmp_path / f"round{r}", signum, one_save * (0.02 + 2.0 * r / ROUNDS), sd):
                 converted += signum == signal.SIGTERM
             else:  # the signal fell between two saves (a few microseconds out of a save's milliseconds)
                 child.close()
-                child = Child(tmp_path)
+                restarts += 1
+                child = Child(tmp_path, restarts)
                 assert child.next(300)[0] == "calibrated"
         assert converted >= ROUNDS // 4, converted  # most SIGTERM rounds land inside a save
         last = tmp_path / "last"
