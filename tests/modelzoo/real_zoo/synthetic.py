@@ -9,9 +9,39 @@ expects, so the real reader code runs unchanged.
 - `write_gpt_hdf5`: the GPT pre-training HDF5 shards of `HDF5IterableDataset`
   (`*.h5` files, dataset `data` of shape [n, 3, msl] int32: input_ids, attention_mask,
   labels, with the labels the inputs shifted by one; attribute `n_examples`).
+- `write_bert_csv` + `write_wordpiece_vocab`: the pre-training CSV folder of
+  `BertCSVDynamicMaskDataProcessor` (a `meta.dat` of `<file name> <number of rows>` lines,
+  then CSV files with the header `tokens,segment_ids,is_random_next`: per row the tokens of
+  `[CLS] A [SEP] B [SEP]` as a Python list literal of strings, the segment ids as a list
+  literal `[0, ..., 1, ...]` of the same length, and the next-sentence label 0 / 1; the
+  reader masks tokens itself) and its vocabulary (one token a line, the line number its
+  id, with `[PAD] [UNK] [CLS] [SEP] [MASK]`).
+- `write_t5_text` + `write_sentencepiece_vocab`: the tokenized text folder of
+  `T5DynamicDataProcessor` (a `meta.dat` of `<file name> <number of lines>` lines, then
+  text files of one document a line, its tokens separated by spaces; the reader splits,
+  corrupts spans and adds the sentinels itself) and its vocabulary (one token a line, with
+  `<pad> </s> <unk> <s>`).
+- `write_mlm_hdf5` / `write_mlm_csv`: a masked-language-model data set of protein-like
+  sequences, as ESM-2 reads it: for training the HDF5 shards of `BertHDF5DataProcessor`
+  (`*.h5` files with dataset `data` of shape [n, 2, msl] int32: input_ids, attention_mask,
+  and dataset `labels` of shape [n, 1, msl] int32, plus a `data_params.json` naming the
+  `mlm` training objective without gathered labels), for evaluation the CSV folder of
+  `BertCSVDataProcessor` (a `meta.dat`, then CSV files with the columns `input_ids`,
+  `attention_mask`, `labels`, each a Python list literal of `msl` ints). The labels are the
+  unmasked tokens at every position; about 15 % of the inputs are the mask token.
+- `write_translation_text` (+ `write_sentencepiece_vocab`): the parallel text folder of
+  `TransformerDynamicDataProcessor` (a `meta.dat` of `<source file> <target file> <number
+  of lines>` lines, the two paths as given, not relative to the folder, so absolute here;
+  then line-aligned text files of one sentence a line, its tokens separated by spaces).
+- `write_imagenet`: the ImageNet folder of `ImageNet1KProcessor` (torchvision's
+  `ImageNet`): `meta.bin` (`torch.save` of the pair ({wnid: (class name,)}, [the wnid of
+  each val image])) and per split an image folder `<split>/<wnid>/<name>.JPEG` (RGB JPEG
+  files; torchvision reads them with PIL).
 """
 from __future__ import annotations
 
+import csv
+import json
 import struct
 from pathlib import Path
 
@@ -65,3 +95,219 @@ def write_gpt_hdf5(folder: Path, n_examples: int, msl: int, vocab_size: int, fil
             f.create_dataset("data", data=data)
             f.attrs["n_examples"] = len(rows)
     return folder
+
+
+def _markov_tokens(rng: np.random.Generator, step: np.ndarray, length: int) -> np.ndarray:
+    """`length` ids of the chain id -> id + step[id] (mod len(step)) from a random start, one
+    in ten drawn at random instead."""
+    n = len(step)
+    ids = np.empty(length, dtype=np.int64)
+    ids[0] = rng.integers(0, n)
+    for t in range(1, length):
+        ids[t] = rng.integers(0, n) if rng.random() < 0.1 else (ids[t - 1] + step[ids[t - 1]]) % n
+    return ids
+
+
+def _meta(folder: Path, counts: dict) -> None:
+    (folder / "meta.dat").write_text("".join(f"{name} {n}\n" for name, n in counts.items()))
+
+
+#: the special tokens of a BERT (WordPiece) vocabulary, first in `write_wordpiece_vocab`'s file
+WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+#: the special tokens of a T5 (SentencePiece) vocabulary, first in `write_sentencepiece_vocab`'s file
+SENTENCEPIECE_SPECIALS = ("<pad>", "</s>", "<unk>", "<s>")
+
+
+def _words(vocab_size: int, specials: tuple) -> list:
+    """The ordinary (lower-case ASCII) tokens of a `vocab_size` vocabulary after `specials`."""
+    assert vocab_size > len(specials)
+    return [f"tok{i}" for i in range(vocab_size - len(specials))]
+
+
+def _write_vocab(path: Path, vocab_size: int, specials: tuple) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{token}\n" for token in (*specials, *_words(vocab_size, specials))))
+    return path
+
+
+def write_wordpiece_vocab(path: Path, vocab_size: int) -> Path:
+    """A BERT vocabulary file of `vocab_size` lines; returns `path`."""
+    return _write_vocab(path, vocab_size, WORDPIECE_SPECIALS)
+
+
+def write_sentencepiece_vocab(path: Path, vocab_size: int) -> Path:
+    """A T5 vocabulary file of `vocab_size` lines; returns `path`."""
+    return _write_vocab(path, vocab_size, SENTENCEPIECE_SPECIALS)
+
+
+def write_bert_csv(folder: Path, n_examples: int, msl: int, vocab_size: int, files: int = 2,
+                   seed: int = 0) -> Path:
+    """`n_examples` sentence pairs of at most `msl` tokens (with `[CLS]` and the two `[SEP]`)
+    over the words of `write_wordpiece_vocab(.., vocab_size)`, in `files` CSV files: segment
+    B continues segment A's Markov chain, or (next-sentence label 1, half the time) starts
+    anywhere; returns `folder`."""
+    rng = np.random.default_rng(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    words = _words(vocab_size, WORDPIECE_SPECIALS)
+    step = rng.integers(1, len(words), size=len(words))
+    counts = {}
+    for k, rows in enumerate(np.array_split(np.arange(n_examples), files)):
+        name = f"data-{k:05d}.csv"
+        with open(folder / name, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["tokens", "segment_ids", "is_random_next"])
+            writer.writeheader()
+            for _ in rows:
+                n_a = int(rng.integers(2, (msl - 3) // 2 + 1))
+                n_b = int(rng.integers(2, msl - 3 - n_a + 1))
+                chain = _markov_tokens(rng, step, n_a + n_b)
+                is_random_next = int(rng.random() < 0.5)
+                b = _markov_tokens(rng, step, n_b) if is_random_next else chain[n_a:]
+                tokens = ["[CLS]", *(words[i] for i in chain[:n_a]), "[SEP]", *(words[i] for i in b), "[SEP]"]
+                segment_ids = [0] * (n_a + 2) + [1] * (n_b + 1)
+                writer.writerow({"tokens": str(tokens), "segment_ids": str(segment_ids),
+                                 "is_random_next": is_random_next})
+        counts[name] = len(rows)
+    _meta(folder, counts)
+    return folder
+
+
+def write_t5_text(folder: Path, n_documents: int, max_length: int, vocab_size: int, files: int = 2,
+                  seed: int = 0) -> Path:
+    """`n_documents` documents of `max_length` // 2 to `max_length` tokens over the words of
+    `write_sentencepiece_vocab(.., vocab_size)`, one a line, in `files` text files; returns
+    `folder`."""
+    rng = np.random.default_rng(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    words = _words(vocab_size, SENTENCEPIECE_SPECIALS)
+    step = rng.integers(1, len(words), size=len(words))
+    counts = {}
+    for k, docs in enumerate(np.array_split(np.arange(n_documents), files)):
+        name = f"data-{k:05d}.txt"
+        lengths = rng.integers(max_length // 2, max_length + 1, size=len(docs))
+        lines = [" ".join(words[i] for i in _markov_tokens(rng, step, int(n))) for n in lengths]
+        (folder / name).write_text("".join(f"{line}\n" for line in lines))
+        counts[name] = len(lines)
+    _meta(folder, counts)
+    return folder
+
+
+#: ESM-2's vocabulary: <cls> <pad> <eos> <unk>, the residues from 4 on, <mask> last
+ESM_CLS, ESM_PAD, ESM_EOS, ESM_RESIDUES, ESM_MASK = 0, 1, 2, range(4, 29), 32
+
+
+def _mlm_rows(n: int, msl: int, seed: int) -> tuple:
+    """(input_ids, attention_mask, labels), each [n, msl] int32: `<cls>`, a Markov chain of
+    residues, `<eos>`, then `<pad>`; one residue in about seven replaced by `<mask>` in the
+    inputs."""
+    rng = np.random.default_rng(seed)
+    residues = np.asarray(ESM_RESIDUES)
+    step = rng.integers(1, len(residues), size=len(residues))
+    labels = np.full((n, msl), ESM_PAD, np.int32)
+    mask = np.zeros((n, msl), np.int32)
+    for i in range(n):
+        length = int(rng.integers(msl // 2, msl - 1))
+        labels[i, 0] = ESM_CLS
+        labels[i, 1:length + 1] = residues[_markov_tokens(rng, step, length)]
+        labels[i, length + 1] = ESM_EOS
+        mask[i, :length + 2] = 1
+    inputs = labels.copy()
+    masked = (rng.random((n, msl)) < 0.15) & np.isin(labels, residues)
+    inputs[masked] = ESM_MASK
+    return inputs, mask, labels
+
+
+def write_mlm_hdf5(folder: Path, n_examples: int, msl: int, files: int = 2, seed: int = 0) -> Path:
+    """`n_examples` masked sequences of `msl` tokens (`_mlm_rows`) in `files` HDF5 shards and
+    the folder's `data_params.json`; returns `folder`."""
+    import h5py
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    inputs, mask, labels = _mlm_rows(n_examples, msl, seed)
+    for k, rows in enumerate(np.array_split(np.arange(n_examples), files)):
+        with h5py.File(folder / f"data-{k:05d}.h5", "w") as f:
+            f.create_dataset("data", data=np.stack([inputs[rows], mask[rows]], axis=1))
+            f.create_dataset("labels", data=labels[rows][:, None, :])
+    (folder / "data_params.json").write_text(json.dumps(
+        {"dataset": {"training_objective": "mlm", "mlm_with_gather": False}}))
+    return folder
+
+
+def write_mlm_csv(folder: Path, n_examples: int, msl: int, files: int = 2, seed: int = 0) -> Path:
+    """The same kind of rows as `write_mlm_hdf5`, as `BertCSVDataProcessor`'s CSV folder;
+    returns `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    inputs, mask, labels = _mlm_rows(n_examples, msl, seed)
+    counts = {}
+    for k, rows in enumerate(np.array_split(np.arange(n_examples), files)):
+        name = f"data-{k:05d}.csv"
+        with open(folder / name, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["input_ids", "attention_mask", "labels"])
+            writer.writeheader()
+            for i in rows:
+                writer.writerow({"input_ids": str(inputs[i].tolist()), "attention_mask": str(mask[i].tolist()),
+                                 "labels": str(labels[i].tolist())})
+        counts[name] = len(rows)
+    _meta(folder, counts)
+    return folder
+
+
+def write_translation_text(folder: Path, n_pairs: int, max_length: int, vocab_size: int, files: int = 2,
+                           seed: int = 0) -> Path:
+    """`n_pairs` sentence pairs of `max_length` // 4 to `max_length` - 2 tokens over the words
+    of `write_sentencepiece_vocab(.., vocab_size)`, in `files` pairs of source and target
+    files: the source a Markov chain, the target its words mapped one to one by a fixed
+    permutation, in reverse order (something to learn); returns `folder`."""
+    rng = np.random.default_rng(seed)
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    words = _words(vocab_size, SENTENCEPIECE_SPECIALS)
+    step = rng.integers(1, len(words), size=len(words))
+    translate = np.random.default_rng(1234).permutation(len(words))
+    lines = []
+    for k, pairs in enumerate(np.array_split(np.arange(n_pairs), files)):
+        src, tgt = folder / f"src-{k:05d}.txt", folder / f"tgt-{k:05d}.txt"
+        lengths = rng.integers(max(1, max_length // 4), max_length - 1, size=len(pairs))
+        chains = [_markov_tokens(rng, step, int(n)) for n in lengths]
+        src.write_text("".join(" ".join(words[i] for i in ids) + "\n" for ids in chains))
+        tgt.write_text("".join(" ".join(words[i] for i in translate[ids][::-1]) + "\n" for ids in chains))
+        lines.append(f"{src} {tgt} {len(pairs)}\n")
+    (folder / "meta.dat").write_text("".join(lines))
+    return folder
+
+
+def _class_images(rng: np.random.Generator, labels: np.ndarray, size: int, n_classes: int) -> np.ndarray:
+    """[n, size, size, 3] uint8 RGB images: noise plus a bright band whose row and colour
+    depend on the class (something to learn)."""
+    images = rng.integers(0, 96, size=(len(labels), size, size, 3), dtype=np.uint8)
+    band = max(1, size // (2 * n_classes))
+    for i, label in enumerate(labels):
+        row = (2 * label * size) // (2 * n_classes)
+        images[i, row:row + band, :, label % 3] = 255
+    return images
+
+
+def write_imagenet(root: Path, n_train: int, n_val: int, size: int, n_classes: int = 4, seed: int = 0) -> Path:
+    """`n_classes` classes (wnids `n0000000k`) of `size` x `size` images (`_class_images`),
+    `n_train` in `train`, `n_val` in `val`; returns `root`."""
+    import torch
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    root = Path(root)
+    wnids = [f"n{k:08d}" for k in range(n_classes)]
+    val_wnids = []
+    for split, n in (("train", n_train), ("val", n_val)):
+        labels = np.arange(n) % n_classes
+        for i, (label, image) in enumerate(zip(labels, _class_images(rng, labels, size, n_classes))):
+            folder = root / split / wnids[label]
+            folder.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(image).save(folder / f"{split}_{i:05d}.JPEG", quality=95)
+        if split == "val":
+            val_wnids = [wnids[label] for label in labels]
+    torch.save(({wnid: (f"class {k}",) for k, wnid in enumerate(wnids)}, val_wnids), root / "meta.bin")
+    return root
