@@ -24,6 +24,7 @@ class Import:
     target: str       # imported module (a project module, or the top name of an outside one)
     line: int
     local: bool       # inside a function (runs when the function is called)
+    type_only: bool = False  # inside `if TYPE_CHECKING:` (read by type checkers only)
 
 
 def module_files() -> dict[str, Path]:
@@ -54,12 +55,24 @@ class _Visitor(ast.NodeVisitor):
     def __init__(self, module: str, is_package: bool, modules: set[str]):
         self.module, self.is_package, self.modules = module, is_package, modules
         self.depth = 0
+        self.type_only = 0
         self.found: list[Import] = []
 
     def _add(self, target: str, line: int) -> None:
         if target.split(".")[0] not in PACKAGES:
             target = target.split(".")[0]
-        self.found.append(Import(self.module, target, line, self.depth > 0))
+        self.found.append(Import(self.module, target, line, self.depth > 0, self.type_only > 0))
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" not in ast.unparse(node.test):
+            self.generic_visit(node)
+            return
+        self.type_only += 1
+        for child in node.body:
+            self.visit(child)
+        self.type_only -= 1
+        for child in node.orelse:
+            self.visit(child)
 
     def _function(self, node) -> None:
         self.depth += 1
@@ -80,15 +93,13 @@ class _Visitor(ast.NodeVisitor):
 
 
 def imports() -> list[Import]:
-    """Every import statement of the project, outside the `if TYPE_CHECKING:` blocks."""
+    """Every import statement of the project, those of `if TYPE_CHECKING:` blocks included
+    (marked `type_only`: a cycle through them is a cycle of the design all the same)."""
     files = module_files()
     names = set(files)
     out = []
     for module, path in files.items():
         tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):  # drop type-checking-only imports
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                node.body = []
         visitor = _Visitor(module, path.name == "__init__.py", names)
         visitor.visit(tree)
         out.extend(visitor.found)

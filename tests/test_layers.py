@@ -3,7 +3,7 @@
 - `cstorch_jax` (the engine) never imports `cstorch` (the facade);
 - the facade reaches jax, jaxlib, optax and orbax only through `cstorch_jax`;
 - no import cycle among the modules of `cstorch`, nor of `cstorch_jax`, counting every
-  import (module level and function-local alike);
+  import (module level, function-local and type-checking-only alike);
 - no import cycle among the subpackages of `cstorch` (`cstorch.storage`,
   `cstorch.optim`, ...) nor of `cstorch_jax`;
 - `cstorch.trainer` sits above the rest of the facade: nothing outside it imports it;
@@ -91,3 +91,13 @@ def test_the_graph_reader_sees_the_imports():
     assert any(i.source == "cstorch.trace" and i.target == "cstorch.state" and not i.local for i in IMPORTS)
     assert any(i.source == "cstorch_jax.jit" and i.target == "cstorch_jax.explore" and i.local for i in IMPORTS)
     assert layers.cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+def test_type_checking_imports_are_edges_marked_type_only():
+    import ast
+
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .runner import R\nimport torch\n"
+    visitor = layers._Visitor("cstorch.trainer.base_model", False, {"cstorch.trainer.runner"})
+    visitor.visit(ast.parse(source))
+    found = {(i.target, i.type_only) for i in visitor.found}
+    assert ("cstorch.trainer.runner", True) in found and ("torch", False) in found

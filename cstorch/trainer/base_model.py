@@ -10,12 +10,17 @@ model (None before, and when the run does not train). The runner
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import Callable, Optional, Protocol, Union
 
 import torch
 
-if TYPE_CHECKING:
-    from .runner import PyTorchBaseRunner
+
+class RunnerView(Protocol):
+    """What the model reads of the runner built on it (`cstorch.trainer.runner`'s
+    PyTorchBaseRunner, which imports this module: the model names no runner type)."""
+
+    optimizer: Optional[torch.optim.Optimizer]
+    lr_schedulers: list
 
 
 def _seed(params: dict) -> None:
@@ -43,7 +48,7 @@ class PyTorchBaseModel:
         runconfig = params.get("runconfig") or {}
         self.mode = runconfig.get("mode", "train")
         self.mixed_precision = bool((params.get("model") or {}).get("mixed_precision", False))
-        self.runner: Optional["PyTorchBaseRunner"] = None  # set by the runner built on this model
+        self.runner: Optional[RunnerView] = None  # set by the runner built on this model
 
     def get_optimizer(self):
         """The runner's optimizer (None before a runner exists or when it does not train)."""

@@ -4,6 +4,8 @@
     dataloader      {"batches_consumed": n}: the train stream's position (`stream.py`)
     global_step     optimizer steps done
     rng             `cstorch.get_rng_state()` (the XLA key on CSX, torch's state off it)
+    callbacks       {callback.state_key: callback.state_dict()} of the callbacks with a
+                    `state_dict` of their own (only when one has)
     __metadata__    [{"version": cstorch version, "model_name": ...}]
 """
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import logging
 
 import cstorch
+
+from .callbacks.base import Callback
 
 log = logging.getLogger("cstorch.trainer")
 
@@ -58,3 +62,37 @@ def restore(state: dict, model, optimizer, schedulers: list, grad_scaler, strict
         except ValueError as e:
             log.warning("RNG state not restored from %s: %s", path, e)
     return global_step, batches_consumed
+
+
+def _has_state(cb) -> bool:
+    return isinstance(cb, Callback) and type(cb).state_dict is not Callback.state_dict
+
+
+def check_callback_state_keys(callbacks: list) -> None:
+    """Two callbacks with state (a `state_dict` of their own) under one `state_key` could
+    not both be saved: a ValueError naming them, before any training (give one a
+    `state_key` of its own)."""
+    owners = {}
+    for cb in filter(_has_state, callbacks):
+        if cb.state_key in owners:
+            raise ValueError(f"Callbacks {owners[cb.state_key]} and {type(cb).__name__} both have checkpoint state "
+                             f"under the key {cb.state_key!r}: give one of them another `state_key`")
+        owners[cb.state_key] = type(cb).__name__
+
+
+def callback_states(callbacks: list) -> dict:
+    """{state_key: state_dict()} of the `Callback`s with state (`check_callback_state_keys`
+    made the keys unique)."""
+    return {cb.state_key: cb.state_dict() for cb in filter(_has_state, callbacks)}
+
+
+def restore_callback_states(state: dict, callbacks: list, path: str) -> None:
+    """Give each callback its saved state (by `state_key`); a callback with state the
+    checkpoint lacks keeps its own (a warning). (The real Model Zoo's callbacks, which are
+    not `Callback`s, keep theirs in the checkpoint through their hooks.)"""
+    saved = state.get("callbacks", {})
+    for cb in filter(_has_state, callbacks):
+        if cb.state_key in saved:
+            cb.load_state_dict(saved[cb.state_key])
+        else:
+            log.warning("Checkpoint %s has no state for callback %r: it keeps its own", path, cb.state_key)

@@ -127,6 +127,7 @@ class Trainer:
                                                                     CSVLogger()]
         self.callbacks: list[Callback] = [self.loop, self.precision, self.logging, *user, *global_callbacks(),
                                           *self.loggers, self.checkpoint]
+        checkpoint_state.check_callback_state_keys(self.callbacks)
         self.global_step = 0
         self._step_pending = False  # between on_train_batch_start and the step's count
         self.fit_plan: Optional[FitPlan] = None
@@ -161,6 +162,7 @@ class Trainer:
         self._eval_losses: list[float] = []
         self._scopes: list[str] = []
         self.step_kind: Optional[str] = None  # "train" / "validate" while a step body runs
+        self._train_step_metrics: dict = {}  # what the running train step logged so far
         self._validation_hook = "validate"  # the active ValidationLoop's hook name
         self._traced_train = cstorch.trace(self.training_step)
         self._traced_validate = cstorch.trace(self.validation_step)
@@ -190,7 +192,9 @@ class Trainer:
 
     # -- callbacks -----------------------------------------------------------------------
     def call(self, hook: str, *args, **kwargs) -> None:
-        """Call `hook(self, *args, **kwargs)` on every callback that has it, in order."""
+        """Call `hook(self, *args, **kwargs)` on every callback that has it, in order. An
+        exception propagates with its own type (a `StaticGraphError` stays one), a note
+        naming the callback and hook added (the real Trainer wraps it in a `RuntimeError`)."""
         for cb in self.callbacks:
             fn = getattr(cb, hook, None)
             if fn is None:
@@ -198,8 +202,8 @@ class Trainer:
             try:
                 fn(self, *args, **kwargs)
             except Exception as e:
-                raise RuntimeError(f"Encountered error when calling {type(cb).__name__}.{hook}: "
-                                   f"{type(e).__name__}: {e}") from e
+                e.add_note(f"Encountered error when calling {type(cb).__name__}.{hook}")
+                raise
 
     def get_callbacks(self, cls) -> list:
         return [cb for cb in self.callbacks if isinstance(cb, cls)]
@@ -302,6 +306,7 @@ class Trainer:
         micro-batches the returned "loss" is their mean and the other outputs are the last
         micro-batch's."""
         self.step_kind = "train"
+        self._train_step_metrics = {}
         try:
             self.call("on_train_step_start", self.model, batch)
             step_metrics = {}
@@ -324,9 +329,12 @@ class Trainer:
                 self.schedulers_step()
             self.call("on_train_step_end", self.model, outputs, batch)
             self.log_metrics(loss=outputs["loss"], **step_metrics)
+            # one record per step: the values logged inside it beside its loss and lr
+            self._record_metrics_closure("train", dict(self._train_step_metrics))
             return outputs
         finally:
             self.step_kind = None
+            self._train_step_metrics = {}
 
     @torch.no_grad()
     def validation_step(self, batch) -> dict:
@@ -356,11 +364,14 @@ class Trainer:
 
     def log_metrics(self, **metrics) -> None:
         """Log scalars. Inside a train step they are step values, logged on log steps once
-        the step has run (a step closure); inside a validation step they are logged at the
-        current global step; elsewhere at once, at the current global step."""
+        the step has run, together (one step closure per step, with the step's loss and
+        learning rate); inside a validation step they are logged at the current global
+        step; elsewhere at once, at the current global step."""
         prefix = "".join(s + "/" for s in self._scopes)
         metrics = {prefix + k: v for k, v in metrics.items()}
-        if self.step_kind is not None:
+        if self.step_kind == "train":
+            self._train_step_metrics.update(metrics)
+        elif self.step_kind is not None:
             self._record_metrics_closure(self.step_kind, metrics)
         else:
             self.log_metrics_dict(metrics, step=self.global_step)
@@ -413,6 +424,9 @@ class Trainer:
         path = self.checkpoint.path_for(step)
         state = checkpoint_state.capture(self.model, self.optimizer, self.schedulers, self.grad_scaler, step,
                                          batches_consumed=self._fit_position + step - self._fit_start)
+        callbacks = checkpoint_state.callback_states(self.callbacks)
+        if callbacks:
+            state["callbacks"] = callbacks
         self.call("on_save_checkpoint", state)
         self.call("postprocess_checkpoint", state)
         cstorch.save(state, path)
@@ -434,6 +448,7 @@ class Trainer:
         self.global_step, self._data_position = checkpoint_state.restore(
             state, self.model, self.optimizer, self.schedulers, self.grad_scaler,
             strict=not self.checkpoint.disable_strict_checkpoint_loading, path=path)
+        checkpoint_state.restore_callback_states(state, self.callbacks, path)
         log.info("Loaded checkpoint %s (global step %d)", path, self.global_step)
         self.call("on_load_checkpoint", state)
 

@@ -407,7 +407,7 @@ def test_run_trainer_closes_the_loggers_when_the_run_fails(toy_dir):
     params["init"]["loggers"] = [{"recording.py:RecordingCSV": {}}]
     params["init"]["callbacks"] = [{"recording.py:Boom": {}}]
     opened = registry.load_file(str(toy_dir / "recording.py")).OPENED
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(ValueError, match="boom"):
         build.run_trainer("train", {"trainer": params}, base_dir=str(toy_dir))
     assert len(opened) == 1 and opened[0]._file is None
 

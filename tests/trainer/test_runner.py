@@ -250,7 +250,7 @@ def test_early_exit_reaches_the_hooks(tmp_path):
                 raise ValueError("stop here")
 
     runner = Failing.create(make_model_fn({}), legacy_params(tmp_path, "CPU"), loggers=[])
-    with pytest.raises(RuntimeError, match="stop here"):
+    with pytest.raises(ValueError, match="stop here"):
         runner.train(torch_loader())
     assert runner.calls[-2:] == ["on_train_epoch_end(True)", "on_train_end(True)"]
 

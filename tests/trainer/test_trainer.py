@@ -24,6 +24,7 @@ from cstorch.trainer import (
     TrainingLoop,
     ValidationCallback,
 )
+from cstorch.trainer.loggers import Logger
 from toy import Net, cosine, data, loader, sgd
 
 HOOKS = [name for name in dir(ValidationCallback) if name.startswith(("on_", "pre_", "post_", "setup", "run_",
@@ -203,6 +204,34 @@ def test_log_metrics_inside_the_step_and_name_scope(tmp_path):
         assert value == pytest.approx(norms[step], rel=1e-5)
 
 
+@pytest.mark.parametrize("device", ["CPU", "CSX"])
+def test_values_logged_inside_a_step_share_its_record_with_its_loss_and_lr(tmp_path, device):
+    """One record per log step: a value logged inside the step (as the Model Zoo's
+    summarize_scalar does from the forward) beside that step's loss and learning rate, not
+    in a record of its own with the learning rate of a later step."""
+    class Norm(Callback):
+        def on_train_step_end(self, trainer, model, outputs, batch):
+            trainer.log_metrics(weight_norm=model.body[0].weight.norm())
+
+    class Records(Logger):
+        def __init__(self):
+            self.records = []
+
+        def log_metrics(self, metrics, step):
+            self.records.append((step, dict(metrics)))
+
+    records = Records()
+    trainer = _trainer(device, tmp_path, TrainingLoop(max_steps=3, eval_frequency=None), [Norm()],
+                       logging=Logging(log_steps=1), loggers=[records])
+    trainer.fit(loader())
+    assert [step for step, _ in records.records] == [1, 2, 3]
+    for step, metrics in records.records:
+        assert {"weight_norm", "loss", "lr"} <= metrics.keys(), metrics
+        # the rate this step used: CosineDecayLR at step - 1
+        expected = 0.01 + 0.5 * 0.09 * (1 + torch.cos(torch.tensor(torch.pi * (step - 1) / 20))).item()
+        assert metrics["lr"] == pytest.approx(expected, rel=1e-5)
+
+
 def test_checkpoints_naming_keep_n_latest_and_validate_all(tmp_path):
     rec = Recorder()
     trainer = _trainer("CPU", tmp_path, TrainingLoop(max_steps=6, eval_frequency=None), [KeepNCheckpoints(2), rec],
@@ -221,6 +250,40 @@ def test_checkpoints_naming_keep_n_latest_and_validate_all(tmp_path):
     assert rec.calls.count("on_before_load_checkpoint") == 2 and rec.calls.count("on_validate_end") == 2
 
 
+class CountSteps(Callback):
+    """A callback with state: the train batches it has seen, across resumes."""
+
+    def __init__(self):
+        self.seen = 0
+
+    def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
+        self.seen += 1
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state_dict):
+        self.seen = state_dict["seen"]
+
+
+def test_callback_state_is_saved_in_checkpoints_and_restored_on_resume(tmp_path):
+    first = CountSteps()
+    _trainer("CPU", tmp_path, TrainingLoop(max_steps=4, eval_frequency=None), [first],
+             checkpoint=Checkpoint(steps=2)).fit(loader())
+    state = cstorch.load(str(tmp_path / "model" / "checkpoint_4.mdl"))
+    assert state["callbacks"] == {"CountSteps": {"seen": 4}}
+    cstorch._backend._reset_backend()
+    again = CountSteps()
+    _trainer("CPU", tmp_path, TrainingLoop(max_steps=6, eval_frequency=None), [again],
+             checkpoint=Checkpoint(steps=2)).fit(loader())
+    assert again.seen == 6  # 4 restored from checkpoint_4, then 2 more
+
+
+def test_two_callbacks_with_state_under_one_key_are_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match="both have checkpoint state under the key 'CountSteps'"):
+        _trainer("CPU", tmp_path, TrainingLoop(max_steps=2, eval_frequency=None), [CountSteps(), CountSteps()])
+
+
 def test_fit_autoloads_the_latest_checkpoint_and_continues_to_max_steps(tmp_path):
     first = _trainer("CPU", tmp_path, TrainingLoop(max_steps=4, eval_frequency=None), checkpoint=Checkpoint(steps=2))
     first.fit(loader())
@@ -232,14 +295,30 @@ def test_fit_autoloads_the_latest_checkpoint_and_continues_to_max_steps(tmp_path
         torch.testing.assert_close(again.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
 
 
-def test_hook_errors_name_the_callback_and_hook(tmp_path):
+def test_hook_errors_keep_their_type_and_name_the_callback_and_hook(tmp_path):
     class Broken(Callback):
         def on_fit_start(self, trainer, *args):
             raise KeyError("boom")
 
     trainer = _trainer("CPU", tmp_path, TrainingLoop(max_steps=2), [Broken()])
-    with pytest.raises(RuntimeError, match=r"Encountered error when calling Broken.on_fit_start: KeyError"):
+    with pytest.raises(KeyError, match="boom") as caught:
         trainer.fit(loader())
+    assert caught.value.__notes__ == ["Encountered error when calling Broken.on_fit_start"]
+
+
+def test_an_engine_error_in_a_traced_hook_keeps_its_type(tmp_path):
+    """A hook inside the CSX step that reads a value the static graph cannot give (a
+    tensor's value as a Python bool) raises the engine's own error type, which a user can
+    catch as such."""
+    class ReadsAValue(Callback):
+        def on_after_forward(self, trainer, model, outputs, batch):
+            if outputs["loss"] > 0:  # data-dependent Python control flow
+                pass
+
+    trainer = _trainer("CSX", tmp_path, TrainingLoop(max_steps=2, eval_frequency=None), [ReadsAValue()])
+    with pytest.raises(cstorch.MaterializationError) as caught:
+        trainer.fit(loader())
+    assert "Encountered error when calling ReadsAValue.on_after_forward" in caught.value.__notes__
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

@@ -3,8 +3,9 @@
 Every hook receives the trainer first and is a no-op here; subclass and override the
 ones you need. The trainer calls a hook on every callback in its fixed order (core
 callbacks, then user callbacks and loggers, then checkpointing last); an exception in
-a hook is re-raised as `RuntimeError("Encountered error when calling X.hook: ...")`
-with the original as its cause.
+a hook propagates with its own type and a note "Encountered error when calling X.hook"
+(the real Trainer re-raises it as a `RuntimeError` with the original as its cause; here
+`except StaticGraphError` and the like still see it).
 
 Hooks whose names contain `_step_` (and the step internals `on_before_forward` ...
 `on_after_scheduler_step`) run inside the traced step: on CSX they run once, while
@@ -22,6 +23,20 @@ from .. import real_modelzoo
 
 
 class Callback:
+    """Hooks the Trainer calls (all no-ops here), and state saved in checkpoints: a
+    callback whose `state_dict()` is not empty has it saved under `state_key` (its class
+    name unless set) in the checkpoint's "callbacks" entry, and given back through
+    `load_state_dict` when the checkpoint is loaded (as Lightning's callbacks)."""
+
+    @property
+    def state_key(self) -> str:
+        return type(self).__name__
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state_dict: dict) -> None: ...
+
     # -- setup (called by the Trainer's constructor, in this order) --------------------
     def pre_setup(self, trainer): ...
     def setup(self, trainer): ...

@@ -1,7 +1,9 @@
 """Specs of the optimizer and the schedulers of a trainer YAML.
 
     OptimizerSpec       init.optimizer: {ClassName: {lr | learning_rate, weight_decay,
-                        adjust_learning_rate, **arguments}} (a class of cstorch.optim, any case)
+                        adjust_learning_rate, **arguments}} (a class of cstorch.optim, any case;
+                        a key the class does not take is dropped with a warning, as the
+                        Model Zoo does)
     SchedulerSpec       an item of init.schedulers: {ClassName: arguments} (a class of
                         cstorch.optim.lr_scheduler / weight_decay_scheduler, `optimizer`
                         omitted). A class that takes `schedulers` takes a nested list of
@@ -27,6 +29,7 @@ from __future__ import annotations
 import copy
 import inspect
 import itertools
+import warnings
 from typing import Any, ClassVar, Optional
 
 import cstorch
@@ -41,6 +44,24 @@ _OPTIMIZER_EXTRA_KEYS = ("lr", "learning_rate", "weight_decay", "adjust_learning
 
 def _takes(cls, argument: str) -> bool:
     return argument in inspect.signature(cls).parameters
+
+
+def _drop_unused(target: type, kwargs: dict, path: str) -> None:
+    """Remove from `kwargs` (in place) the keys `target` does not take, with a warning, as
+    the Model Zoo's optimizer config does (`Adam: {correct_bias: true}` in its published
+    YAMLs: the real Adam always corrects the bias and takes no such argument); passing
+    them is deprecated there, not an error."""
+    params = inspect.signature(target).parameters
+    if any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values()):
+        return
+    accepted = [k for k in params if k not in ("self", "params")] + list(_OPTIMIZER_EXTRA_KEYS)
+    unused = sorted(k for k in kwargs if k not in accepted)
+    if unused:
+        for key in unused:
+            del kwargs[key]
+        warnings.warn(f"{path}: {target.__name__} got {len(unused)} unexpected and unused parameter(s): {unused} "
+                      f"(ignored; passing them is deprecated).{suggest(unused[0], accepted)} Valid keys: "
+                      f"{', '.join(sorted(accepted))}.", UserWarning, stacklevel=2)
 
 
 class OptimizerSpec(Spec):
@@ -77,6 +98,7 @@ class OptimizerSpec(Spec):
         if old:
             fixes = ", ".join(f"{k} -> {renamed[k]}" if renamed[k] else f"{k} (remove)" for k in old)
             raise ConfigError(f"{p}: keys of an older format are not accepted: {fixes}.")
+        _drop_unused(target, kwargs, p)
         check_kwargs(target, kwargs, p, skip=("params", "lr"), extra=_OPTIMIZER_EXTRA_KEYS)
         if "lr" in kwargs and "learning_rate" in kwargs:
             raise ConfigError(f"{p}: give lr or learning_rate, not both.")
