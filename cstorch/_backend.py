@@ -209,10 +209,8 @@ def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
     made = _make(backend_type, args, kwargs)
     made.registry, _PENDING = _PENDING, StateRegistry()
     _BACKEND = made
+    backends.attach(made)
     return _BACKEND
-
-
-backends._current_backend = backend  # the flag checks of the module below ask for the current backend
 
 
 def current_backend(raise_exception: bool = True, raise_warning: bool = True) -> Optional[Backend]:
@@ -246,4 +244,5 @@ def _reset_backend() -> None:
     if _BACKEND is not None:
         _BACKEND.run.abandon()
     _BACKEND = None
+    backends.attach(None)
     _PENDING = StateRegistry()

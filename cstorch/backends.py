@@ -133,11 +133,20 @@ def _own(check: Callable[[Any], bool], accepted: str):
     return validate
 
 
+_backend = None  # the process's backend, or None: told by cstorch._backend (`attach`)
+
+
+def attach(backend) -> None:
+    """Tell the flags which backend the process has (None after a reset): some flags are
+    refused while it runs, or once it is created. `cstorch._backend`, which sits above
+    this module (it reads the flags when it creates a backend), calls this."""
+    global _backend
+    _backend = backend
+
+
 def _current_backend():
-    """The process's backend, or None. This module sits below `cstorch._backend` (which
-    reads the flags when it creates a backend), so `cstorch._backend` installs the real
-    lookup here when it is imported."""
-    return None
+    """The process's backend, or None."""
+    return _backend
 
 
 def _shard_state(v, path):
