@@ -6,48 +6,12 @@ import textwrap
 import pytest
 
 import cstorch
-from cstorch._backend import _reset_backend
 from cstorch.trainer import build, config, registry
 from cstorch.trainer.config import ConfigError
 
-TOY = textwrap.dedent('''
-    import torch
-
-    class Toy(torch.nn.Module):
-        def __init__(self, width: int = 4):
-            super().__init__()
-            self.lin = torch.nn.Linear(width, 1)
-            self.norm = torch.nn.LayerNorm(width)
-
-        def forward(self, batch):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.lin(self.norm(x)).squeeze(-1), y)
-
-    class ToyData:
-        def __init__(self, batch_size: int, split: str = "train", shuffle: bool = False, seed: int = 0,
-                     width: int = 4, num_batches: int = 4):
-            self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
-            self.width, self.num_batches = width, num_batches
-
-        def create_dataloader(self):
-            g = torch.Generator().manual_seed(self.seed)
-            x = torch.randn(self.batch_size * self.num_batches, self.width, generator=g)
-            return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(-1)),
-                                               batch_size=self.batch_size, drop_last=True)
-''')
+pytestmark = pytest.mark.usefixtures("no_backend")
 
 
-@pytest.fixture(autouse=True)
-def no_backend():
-    _reset_backend()
-    yield
-    _reset_backend()
-
-
-@pytest.fixture
-def toy_dir(tmp_path):
-    (tmp_path / "toy.py").write_text(TOY)
-    return tmp_path
 
 
 @pytest.fixture

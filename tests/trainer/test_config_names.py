@@ -7,49 +7,16 @@ probe file the call would create must not exist, and no backend is made."""
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 import cstorch
-from cstorch._backend import _reset_backend
 from cstorch.trainer import build, registry
 from cstorch.trainer.config import ConfigError
 
-TOY = textwrap.dedent('''
-    import torch
-
-    class Toy(torch.nn.Module):
-        def __init__(self, width: int = 4):
-            super().__init__()
-            self.lin = torch.nn.Linear(width, 1)
-
-        def forward(self, batch):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.lin(x).squeeze(-1), y)
-
-    class ToyData:
-        def __init__(self, batch_size: int = 4, width: int = 4):
-            self.batch_size, self.width = batch_size, width
-
-        def create_dataloader(self):
-            x = torch.randn(self.batch_size * 2, self.width, generator=torch.Generator().manual_seed(0))
-            return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(-1)),
-                                               batch_size=self.batch_size)
-''')
+pytestmark = pytest.mark.usefixtures("no_backend")
 
 
-@pytest.fixture(autouse=True)
-def no_backend():
-    _reset_backend()
-    yield
-    _reset_backend()
-
-
-@pytest.fixture
-def toy_dir(tmp_path):
-    (tmp_path / "toy.py").write_text(TOY)
-    return tmp_path
 
 
 def trainer(toy_dir) -> dict:

@@ -24,33 +24,8 @@ from toy import Net, loader, sgd
 
 NAN, INF = float("nan"), float("inf")
 
-TOY = textwrap.dedent('''
-    import torch
+pytestmark = pytest.mark.usefixtures("no_backend")
 
-    class Toy(torch.nn.Module):
-        def __init__(self, width: int = 4):
-            super().__init__()
-            self.lin = torch.nn.Linear(width, 1)
-
-        def forward(self, batch):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.lin(x).squeeze(-1), y)
-
-    class ToyData:
-        def __init__(self, batch_size: int, width: int = 4, num_batches: int = 2):
-            self.batch_size, self.width, self.num_batches = batch_size, width, num_batches
-
-        def create_dataloader(self):
-            x = torch.randn(self.batch_size * self.num_batches, self.width)
-            return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(-1)),
-                                               batch_size=self.batch_size, drop_last=True)
-''')
-
-
-@pytest.fixture
-def toy_dir(tmp_path):
-    (tmp_path / "toy.py").write_text(TOY)
-    return tmp_path
 
 
 def trainer_dict(tmp_path) -> dict:
