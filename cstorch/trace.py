@@ -15,10 +15,10 @@ import time
 from typing import Any, Callable, Optional
 
 import torch
-import torch.utils._pytree as pytree
 
 import cstorch_jax
 from cstorch_jax import Executable, StaticGraphError, TensorSpec, compile_cache
+from cstorch_jax.call_signature import TENSOR, CallSignature, OutputLayout
 from cstorch_jax.capture import trace_step
 
 from . import _backend, amp
@@ -27,39 +27,17 @@ from .runtime import ClosureRecorder, wrap_outputs
 from .state import StepState
 
 
-def _leaf_names(args, kwargs) -> list[str]:
-    paths = pytree.tree_flatten_with_path((args, kwargs))[0]
-    names = []
-    for path, _ in paths:
-        where, rest = path[0], path[1:]
-        head = "argument" if where.idx == 0 else "keyword argument"
-        names.append(f"{head} {pytree.keystr(rest)}" if rest else head)
-    return names
-
-
-class _TensorSlot:
-    """Marks where a tensor sits among a call's (or a result's) non-tensor leaves."""
-
-    def __repr__(self) -> str:
-        return "<tensor>"
-
-
-TENSOR = _TensorSlot()
-
-
 class _Program:
     """The compiled CSX step and everything needed to replay it."""
 
-    def __init__(self, executable: Executable, state: StepState, in_spec, static_leaves: list,
-                 frozen: dict, out_spec, out_static: list, n_user_outputs: int, recorder: ClosureRecorder,
+    def __init__(self, executable: Executable, state: StepState, call: CallSignature,
+                 frozen: dict, out_layout: OutputLayout, n_user_outputs: int, recorder: ClosureRecorder,
                  trace_seconds: float):
         self.executable = executable
         self.state = state
-        self.in_spec = in_spec
-        self.static_leaves = static_leaves
+        self.call = call  # the compiled call: its structure and non-tensor leaves are frozen
         self.frozen = frozen
-        self.out_spec = out_spec
-        self.out_static = out_static
+        self.out_layout = out_layout
         self.n_user_outputs = n_user_outputs
         self.recorder = recorder
         self.trace_seconds = trace_seconds
@@ -145,7 +123,7 @@ class TracedStep:
         finally:
             amp.skip.clear()  # records made while capturing hold traced tensors
 
-    def _cache_key(self, b, state: StepState, batch, in_spec, static_leaves) -> str | None:
+    def _cache_key(self, b, state: StepState, call: CallSignature) -> str | None:
         """The compile-cache lookup key of this step for these inputs (None: no caching
         for multi-process runs). The entry is used only if the step's op signature matches
         as well (cstorch_jax.compile_cache; Executable.for_step)."""
@@ -155,9 +133,9 @@ class TracedStep:
         parts = [
             f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', repr(self.fn))}",
             f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
-            repr(in_spec), repr(static_leaves),
+            repr(call.spec), repr(call.static),
             repr([(n, TensorSpec.of(t), t.requires_grad) for n, t in zip(state.names, state.tensors)]),
-            repr([TensorSpec.of(t) for t in batch]),
+            repr([TensorSpec.of(t) for t in call.tensors]),
             f"placement={b.run.placement!r}",  # replicated and sharded programs differ
         ]
         platform = b.run.placement.platform
@@ -166,55 +144,48 @@ class TracedStep:
     def _capture_and_compile(self, b, args, kwargs, use_cache: bool = True) -> _Program:
         t0 = time.perf_counter()
         state = StepState(b.registry)
-        leaves, in_spec = pytree.tree_flatten((args, kwargs))
-        tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-        static_leaves = [TENSOR if isinstance(x, torch.Tensor) else x for x in leaves]
+        call = CallSignature.of(args, kwargs)
         recorder = ClosureRecorder()
         out_info: dict[str, Any] = {}
 
         def step(traced_state, batch):
-            full = list(leaves)
-            for pos, t in zip(tensor_pos, batch):
-                full[pos] = t
-            a, kw = pytree.tree_unflatten(full, in_spec)
+            a, kw = call.rebuild(batch)
             b.run.capturing = recorder
             try:
                 with state.bind(traced_state), amp.precision.capture_autocast():
                     result = self.fn(*a, **kw)
             finally:
                 b.run.capturing = None
-            out_leaves, out_info["spec"] = pytree.tree_flatten(result)
-            out_info["static"] = [TENSOR if isinstance(o, torch.Tensor) else o for o in out_leaves]
-            user = [o for o in out_leaves if isinstance(o, torch.Tensor)]
+            out_info["layout"], user = OutputLayout.of(result)
             out_info["n_user"] = len(user)
             return [*user, *recorder.tensors]
 
-        batch = [leaves[i] for i in tensor_pos]
-        names = [n for n, x in zip(_leaf_names(args, kwargs), leaves) if isinstance(x, torch.Tensor)]
-        key = self._cache_key(b, state, batch, in_spec, static_leaves) if use_cache else None
+        batch = call.tensors
+        key = self._cache_key(b, state, call) if use_cache else None
         # the body runs here, once, whatever the cache finds: its op signature is the lookup's check
         trace = trace_step(step, state.tensors, batch)
-        executable = Executable.for_step(trace, names, b.run.placement, cache_key=key, inputs=[*state.tensors, *batch])
+        executable = Executable.for_step(trace, call.tensor_names, b.run.placement, cache_key=key,
+                                         inputs=[*state.tensors, *batch])
         trace_seconds = time.perf_counter() - t0 - executable.lower_seconds - executable.compile_seconds
         captured = executable.captured
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
-        return _Program(executable, state, in_spec, static_leaves, state.frozen(), out_info["spec"],
-                        out_info["static"], out_info["n_user"], recorder, trace_seconds)
+        return _Program(executable, state, call, state.frozen(), out_info["layout"], out_info["n_user"], recorder,
+                        trace_seconds)
 
-    def _check_static(self, prog: _Program, leaves, in_spec, args, kwargs) -> None:
-        if in_spec != prog.in_spec:
+    def _check_static(self, prog: _Program, call: CallSignature) -> None:
+        if call.spec != prog.call.spec:
             raise StaticGraphError(
-                f"the step was compiled for arguments structured as {prog.in_spec} and is now called with "
-                f"{in_spec}; every call of a compiled step must pass the same structure."
+                f"the step was compiled for arguments structured as {prog.call.spec} and is now called with "
+                f"{call.spec}; every call of a compiled step must pass the same structure."
             )
-        for i, (got, want) in enumerate(zip(leaves, prog.static_leaves)):
+        for i, (got, want) in enumerate(zip(call.leaves, prog.call.static)):
             if want is TENSOR:
                 if not isinstance(got, torch.Tensor):
-                    name = _leaf_names(args, kwargs)[i]
+                    name = call.leaf_names()[i]
                     raise StaticGraphError(f"{name} was a tensor when the step was compiled and is now {got!r}")
             # a NaN that stays NaN is no change (NaN != NaN; `x != x` holds for NaN only)
             elif isinstance(got, torch.Tensor) or (got != want and not (got != got and want != want)):
-                name = _leaf_names(args, kwargs)[i]
+                name = call.leaf_names()[i]
                 raise StaticGraphError(
                     f"{name} was {want!r} when the step was compiled and is now {got!r}. Python values are "
                     f"frozen into the compiled graph; pass a tensor instead if it must change between steps."
@@ -246,12 +217,11 @@ class TracedStep:
         reason = (f"the backend runs in {mode} mode: {self.__name__} was compiled but not run, so its outputs have "
                   f"no values. Use step.report to look at the compiled program.")
         specs = prog.executable.captured.output_specs[: prog.n_user_outputs]
-        it = iter(cstorch_jax.UncomputedTensor(s.shape, s.dtype, reason) for s in specs)
-        return pytree.tree_unflatten([next(it) if s is TENSOR else s for s in prog.out_static], prog.out_spec)
+        return prog.out_layout.rebuild(cstorch_jax.UncomputedTensor(s.shape, s.dtype, reason) for s in specs)
 
     def _run(self, b, prog: _Program, args, kwargs):
-        leaves, in_spec = pytree.tree_flatten((args, kwargs))
-        self._check_static(prog, leaves, in_spec, args, kwargs)
+        call = CallSignature.of(args, kwargs)
+        self._check_static(prog, call)
         stale = prog.executable.captured.changed_constants()
         if stale:
             raise StaticGraphError(
@@ -259,7 +229,7 @@ class TracedStep:
                 f"and have been modified in place since. Register such a tensor on the compiled module "
                 f"(register_buffer) or pass it to the step as an argument if it changes during the run."
             )
-        batch = [x for x in leaves if isinstance(x, torch.Tensor)]
+        batch = call.tensors
         names = prog.executable.batch_names
         prog.executable.check_batch([TensorSpec.of(t) for t in batch])
         ds = b.run.device_state
@@ -276,9 +246,7 @@ class TracedStep:
         deferred = wrap_outputs(list(outs), captured.output_specs)
         user, closure_values = deferred[: prog.n_user_outputs], deferred[prog.n_user_outputs:]
         prog.recorder.replay(b.run, closure_values)
-        it = iter(user)
-        out_leaves = [next(it) if s is TENSOR else s for s in prog.out_static]
-        return pytree.tree_unflatten(out_leaves, prog.out_spec)
+        return prog.out_layout.rebuild(user)
 
 
 def _report_view(name: str) -> property:

@@ -14,21 +14,16 @@ import functools
 from typing import Any, Callable
 
 import jax
-import torch
-import torch.utils._pytree as pytree
 
-from .capture import TensorSpec, capture
+from .call_signature import CallSignature, OutputLayout
+from .capture import capture
 from .dtypes import to_jax, to_torch
 from .executable import Executable
 
-_TENSOR_SLOT = object()  # marks where a tensor output goes among the non-tensor output leaves
-
-
 class _Entry:
-    def __init__(self, executable: Executable, out_spec, out_static: list):
+    def __init__(self, executable: Executable, out_layout: OutputLayout):
         self.executable = executable
-        self.out_spec = out_spec
-        self.out_static = out_static  # non-tensor output leaves, _TENSOR_SLOT for each tensor
+        self.out_layout = out_layout
 
 
 class JitFunction:
@@ -41,56 +36,36 @@ class JitFunction:
         self._cache: dict[Any, _Entry] = {}
         functools.update_wrapper(self, fn)
 
-    @staticmethod
-    def _signature(args, kwargs):
-        leaves, spec = pytree.tree_flatten((args, kwargs))
-        key = tuple(
-            ("T", TensorSpec.of(x), x.requires_grad) if isinstance(x, torch.Tensor) else ("C", repr(x))
-            for x in leaves
-        )
-        return leaves, spec, (spec, key)
-
-    def _build(self, leaves, in_spec) -> _Entry:
-        tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-        out_info: dict = {}
+    def _build(self, call: CallSignature) -> _Entry:
+        out: dict = {}
 
         def step(state, batch):
-            full = list(leaves)
-            for pos, t in zip(tensor_pos, batch):
-                full[pos] = t
-            args, kwargs = pytree.tree_unflatten(full, in_spec)
-            out_leaves, out_spec = pytree.tree_flatten(self.fn(*args, **kwargs))
-            out_info["spec"] = out_spec
-            out_info["static"] = [_TENSOR_SLOT if isinstance(o, torch.Tensor) else o for o in out_leaves]
-            return [o for o in out_leaves if isinstance(o, torch.Tensor)]
+            args, kwargs = call.rebuild(batch)
+            out["layout"], tensors = OutputLayout.of(self.fn(*args, **kwargs))
+            return tensors
 
-        batch = [leaves[i] for i in tensor_pos]
-        captured = capture(step, [], batch)
-        names = [f"argument {pytree.keystr(p)}" for p, x in pytree.tree_flatten_with_path(
-            pytree.tree_unflatten(list(leaves), in_spec))[0] if isinstance(x, torch.Tensor)]
-        return _Entry(Executable(captured, names), out_info["spec"], out_info["static"])
+        captured = capture(step, [], call.tensors)
+        return _Entry(Executable(captured, call.tensor_names), out["layout"])
+
+    def _entry(self, args, kwargs) -> tuple[CallSignature, _Entry]:
+        call = CallSignature.of(args, kwargs)
+        key = call.key()
+        if key not in self._cache:
+            self._cache[key] = self._build(call)
+        return call, self._cache[key]
 
     def executable(self, *args, **kwargs) -> Executable:
         """The executable for this signature (built on first use)."""
-        leaves, in_spec, key = self._signature(args, kwargs)
-        if key not in self._cache:
-            self._cache[key] = self._build(leaves, in_spec)
-        return self._cache[key].executable
+        return self._entry(args, kwargs)[1].executable
 
     def __call__(self, *args, **kwargs):
-        leaves, in_spec, key = self._signature(args, kwargs)
-        entry = self._cache.get(key)
-        if entry is None:
-            entry = self._cache[key] = self._build(leaves, in_spec)
-        batch = [x for x in leaves if isinstance(x, torch.Tensor)]
-        arrays = [to_jax(t, f"input {i}") for i, t in enumerate(batch)]
+        call, entry = self._entry(args, kwargs)
+        arrays = [to_jax(t, f"input {i}") for i, t in enumerate(call.tensors)]
         if self._key is None:
             self._key = jax.random.key_data(jax.random.key(self.seed))
         _, outs, self._key = entry.executable((), (), arrays, self._key)
         specs = entry.executable.captured.output_specs
-        it = iter(to_torch(a, s.dtype) for a, s in zip(outs, specs))
-        out_leaves = [next(it) if s is _TENSOR_SLOT else s for s in entry.out_static]
-        return pytree.tree_unflatten(out_leaves, entry.out_spec)
+        return entry.out_layout.rebuild(to_torch(a, s.dtype) for a, s in zip(outs, specs))
 
     def lower(self, *args, **kwargs):
         """A `cstorch_jax.explore.StepReport` of the executable for these arguments
