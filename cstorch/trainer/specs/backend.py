@@ -2,7 +2,9 @@
 
     BackendSpec     init.backend: {backend_type: CSX, compile_dir, compile_only,
                     validate_only, artifact_dir, cluster_config: {ClusterConfig fields}}
-                    (the CPU/GPU backends take only artifact_dir)
+                    (the CPU/GPU backends take only artifact_dir; a key naming a flag of
+                    cstorch.backends, `csx.debug.*`, is ignored with a warning, as the
+                    Model Zoo ignores it)
 
 `check_one_backend(specs)`: the trainers of a list run one after the other in one
 process, which has one backend, so every trainer must resolve to the backend the first
@@ -11,6 +13,7 @@ one makes (or the process's existing one) — reported before the first trainer 
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any, Literal, Optional
 
 import cstorch
@@ -28,6 +31,32 @@ BACKEND_KEYS = {
 #: the settings a `backend:` block shares with the process's one backend: a later
 #: trainer's block must repeat them (`check_one_backend`)
 SHARED_BACKEND_KEYS = ("cluster_config", "compile_only", "validate_only", "compile_dir")
+
+
+def _is_flag(dotted: str) -> bool:
+    """Whether `dotted` (`csx.debug.implicit_cast_cb16_to_fp32`) names a flag of
+    `cstorch.backends`."""
+    *groups, name = dotted.split(".")
+    node = cstorch.backends
+    for group in groups:
+        node = getattr(node, "_groups", {}).get(group)
+        if node is None:
+            return False
+    return name in getattr(node, "_flags", {})
+
+
+def _without_flags(b: dict, path: str) -> dict:
+    """`b` less its keys that name a flag of `cstorch.backends` (`csx.debug.*`, as the
+    Model Zoo's ViT YAML gives), with a warning: the Model Zoo's backend block passes only
+    the backend's own arguments on and ignores such keys (set a flag with the
+    `GlobalFlags` / `ScopedTrainFlags` callbacks). A dotted key that names no flag stays,
+    an unknown key."""
+    flags = sorted(k for k in b if isinstance(k, str) and "." in k and _is_flag(k))
+    if flags:
+        warnings.warn(f"{path}: {', '.join(flags)} ignored: a backend block takes the backend's arguments, as in "
+                      f"the Model Zoo (which ignores these keys too); set a flag with the GlobalFlags callback.",
+                      UserWarning, stacklevel=2)
+    return {k: v for k, v in b.items() if k not in flags}
 
 
 class BackendSpec(Spec):
@@ -51,6 +80,7 @@ class BackendSpec(Spec):
         if btype not in BACKEND_KEYS:
             raise ConfigError(f"{at.path}.backend_type must be one of {', '.join(DEVICES)}, got "
                               f"{show(b['backend_type'])}.")
+        b = _without_flags(b, at.path)
         check_keys(b, BACKEND_KEYS[btype], at.path, f"the {btype} backend")
         for key in ("compile_only", "validate_only"):
             if b.get(key) is not None and not isinstance(b[key], bool):

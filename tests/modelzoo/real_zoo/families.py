@@ -87,6 +87,29 @@ _VIT_TRANSFORMS = {
 }
 
 
+LATENT = 4
+
+
+def _latent_data(data: Path) -> tuple:
+    dirs = [str(synthetic.write_latent_imagenet(data / name, 24, 8, 4, LATENT, seed=k))
+            for k, name in enumerate(("latents", "latents_flipped"))]
+    # its config wants a worker process (num_workers > 0)
+    return {"data_dir": dirs, "num_workers": 1}, {"data_dir": dirs, "num_workers": 1}
+
+
+def _dpr_data(data: Path) -> tuple:
+    train = synthetic.write_dpr_hdf5(data / "train", 24, MSL, VOCAB)
+    val = synthetic.write_dpr_hdf5(data / "val", 8, MSL, VOCAB, seed=1)
+    return {"data_dir": str(train)}, {"data_dir": str(val)}
+
+
+def _bert_encoder(prefix: str) -> dict:
+    """The BERT sizes (and dropout rates) of the encoder block `prefix` of a model."""
+    return {f"{prefix}.{k}": v for k, v in {
+        "vocab_size": VOCAB, "hidden_size": 32, "num_heads": 4, "filter_size": 64, "num_hidden_layers": 2,
+        "max_position_embeddings": MSL, "dropout_rate": 0.0, "attention_dropout_rate": 0.0}.items()}
+
+
 #: the size keys of these recipes: head size 8, two layers
 RECIPES = {
     "esm2": Recipe("nlp/esm2/configs/params_esm2_t12_35M_UR50D.yaml", _esm2_data,
@@ -102,6 +125,14 @@ RECIPES = {
                                  {"hidden_size": 32, "num_heads": 4, "filter_size": 64, "num_hidden_layers": 2,
                                   "image_size": [IMAGE, IMAGE], "patch_size": [PATCH, PATCH]},
                                  _VIT_TRANSFORMS),
+    "dit": Recipe("vision/dit/configs/params_dit_small_patchsize_2x2.yaml", _latent_data,
+                  {"hidden_size": 32, "num_heads": 4, "filter_size": 64, "num_hidden_layers": 2,
+                   "frequency_embedding_size": 16, "vae.latent_size": [LATENT, LATENT]},
+                  # the data processor drops labels (classifier-free guidance) and refuses a rate of 0;
+                  # it draws on the host, from the loader's seeded stream, the same on both backends
+                  {"trainer.init.model.label_dropout_rate": 0.1}),
+    "dpr": Recipe("nlp/dpr/configs/params_dpr_base_nq.yaml", _dpr_data,
+                  {**_bert_encoder("q_encoder"), **_bert_encoder("ctx_encoder")}),
 }
 
 #: tensors whose gradient is zero in exact arithmetic: adding b.q_i to every score of query
@@ -157,8 +188,8 @@ def _changes(published: Path, sizes: dict, train: dict, val: dict,
     if validate and "val_dataloader" in (tree["trainer"].get("validate") or {}):
         loaders.append(("trainer.validate.val_dataloader", val))
     for loader, keys in loaders:
-        changes.update({f"{loader}.{k}": v for k, v in keys.items()})
         changes.update({f"{loader}.batch_size": 4, f"{loader}.num_workers": 0})
+        changes.update({f"{loader}.{k}": v for k, v in keys.items()})
     fp16 = init.get("precision", {}).get("fp16_type", "bfloat16")  # `MixedPrecision`'s default
     return changes, added, fp16
 
@@ -231,6 +262,10 @@ def try_recipe(family: str, recipe: Recipe) -> str:
             changes, added, fp16 = _changes(published, recipe.sizes, train, val, validate=True)
             name += f" ({fp16})"
             changes.update(recipe.extra)
+            if _has(yaml.safe_load(published.read_text())["trainer"]["init"], "backend.cluster_config.num_workers_per_csx"):
+                # one data worker, as on the CPU backend: CSX's W workers each stream their own
+                # shard (batch k from worker k % W), so with two the batches would differ
+                changes["trainer.init.backend.cluster_config.num_workers_per_csx"] = 1
             params = zoo.shrink(published, tmp / "params.yaml", changes, add=added)
             _set_micro_batch_sizes(params, 4)
             return f"| {name} | {measure(tmp, params)} |"

@@ -37,6 +37,16 @@ expects, so the real reader code runs unchanged.
   `ImageNet`): `meta.bin` (`torch.save` of the pair ({wnid: (class name,)}, [the wnid of
   each val image])) and per split an image folder `<split>/<wnid>/<name>.JPEG` (RGB JPEG
   files; torchvision reads them with PIL).
+- `write_latent_imagenet`: a VAE-latent ImageNet folder of `DiffusionLatentImageNet1KProcessor`
+  (per split `<split>/<class folder>/<name>.npz`, each file holding `vae_output`, float32
+  [2 x latent channels, height, width]: the latent distribution's mean then log-variance,
+  and `label`, the class index as an int array).
+- `write_dpr_hdf5`: the question / passage HDF5 shards of `DPRHDF5DataProcessor` (`*.h5`
+  files, attribute `n_examples`, with two feature groups: dataset `data_0` [n, 3, msl]
+  int32: the question's input_ids, attention_mask, token_type_ids, and dataset `data_1`
+  [n, 3, contexts, msl] int32: the same three for each context passage, the positive
+  first; a `data_params.json` names the features of each group, `data_0_features` and
+  `data_1_features`).
 """
 from __future__ import annotations
 
@@ -311,3 +321,53 @@ def write_imagenet(root: Path, n_train: int, n_val: int, size: int, n_classes: i
             val_wnids = [wnids[label] for label in labels]
     torch.save(({wnid: (f"class {k}",) for k, wnid in enumerate(wnids)}, val_wnids), root / "meta.bin")
     return root
+
+
+def write_latent_imagenet(root: Path, n_train: int, n_val: int, channels: int, size: int, n_classes: int = 4,
+                          seed: int = 0) -> Path:
+    """`n_classes` classes of `channels` x `size` x `size` latents (a class-dependent mean
+    plus noise, log-variance -4), `n_train` in `train`, `n_val` in `val`; returns `root`."""
+    rng = np.random.default_rng(seed)
+    root = Path(root)
+    centres = rng.normal(size=(n_classes, channels, size, size)).astype(np.float32)
+    for split, n in (("train", n_train), ("val", n_val)):
+        for i in range(n):
+            label = i % n_classes
+            folder = root / split / f"n{label:08d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            mean = centres[label] + 0.3 * rng.normal(size=centres[label].shape).astype(np.float32)
+            logvar = np.full_like(mean, -4.0)
+            np.savez(folder / f"{split}_{i:05d}.npz", vae_output=np.concatenate([mean, logvar]),
+                     label=np.array(label, dtype=np.int64))
+    return root
+
+
+def write_dpr_hdf5(folder: Path, n_examples: int, msl: int, vocab_size: int, contexts: int = 2, files: int = 2,
+                   seed: int = 0) -> Path:
+    """`n_examples` questions of `msl` // 2 tokens (ids from 1; 0 pads), each with `contexts`
+    passages of `msl` tokens: the positive continues the question's Markov chain, the hard
+    negatives start anywhere; returns `folder`."""
+    import h5py
+
+    rng = np.random.default_rng(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    step = rng.integers(1, vocab_size - 1, size=vocab_size - 1)
+    q = np.zeros((n_examples, 3, msl), np.int32)
+    ctx = np.zeros((n_examples, 3, contexts, msl), np.int32)
+    n_q = msl // 2
+    for i in range(n_examples):
+        chain = 1 + _markov_tokens(rng, step, n_q + msl)
+        q[i, 0, :n_q], q[i, 1, :n_q] = chain[:n_q], 1
+        ctx[i, 0, 0], ctx[i, 1, 0] = chain[n_q:], 1
+        for c in range(1, contexts):
+            ctx[i, 0, c], ctx[i, 1, c] = 1 + _markov_tokens(rng, step, msl), 1
+    for k, rows in enumerate(np.array_split(np.arange(n_examples), files)):
+        with h5py.File(folder / f"data-{k:05d}.h5", "w") as f:
+            f.create_dataset("data_0", data=q[rows])
+            f.create_dataset("data_1", data=ctx[rows])
+            f.attrs["n_examples"] = len(rows)
+    (folder / "data_params.json").write_text(json.dumps({
+        "data_0_features": ["questions_input_ids", "questions_attention_mask", "questions_token_type_ids"],
+        "data_1_features": ["ctx_input_ids", "ctx_attention_mask", "ctx_token_type_ids"]}))
+    return folder
