@@ -12,7 +12,18 @@ initial weights), then trained on CPU and CSX from the same weights and measured
 each tensor's update compared in norm, the eval losses of the CSX checkpoint on both
 backends, and any step float16 loss scaling skipped (cbfloat16 computes in float16 on
 CSX, in bfloat16 on the CPU backend, which has no loss scaling).
-Not a test (a run takes about a minute per family, more than CI can spend on it)."""
+
+The families whose data is not GPT HDF5 (ESM-2, Transformer, ViT, DiT, DPR, DPO, the
+multimodal ones) each carry a `Recipe` (`RECIPES`): the YAML, a writer of its data in the
+format its data processor reads (`synthetic.py`) with the loader keys that point at it,
+and the family's own size keys (nested ones as dotted paths, list items by index). The same
+rule applies, plus what a comparison needs of such a YAML: the validate loader set like the
+val one, one data worker per CSX where the YAML gives `num_workers_per_csx` (the CPU backend
+has one; W workers each stream their own shard, batch k from worker k % W), and
+`KeepNCheckpoints` keeping the initial checkpoint.
+
+Not a test (a run takes about a minute per family, more than CI can spend on it);
+test_families.py checks in CI that every family's YAML still shrinks (`prepare`)."""
 from __future__ import annotations
 
 import sys
@@ -35,7 +46,6 @@ MSL, VOCAB, STEPS = 16, 97, 4
 SIZES = {"hidden_size": 32, "num_heads": 4, "filter_size": 64, "num_hidden_layers": 2, "vocab_size": VOCAB,
          "max_position_embeddings": MSL, "rotary_dim": 8, "attention_inner_dim": 32,
          "attention_sliding_window_length": 8}
-
 
 
 @dataclass
@@ -110,6 +120,42 @@ def _bert_encoder(prefix: str) -> dict:
         "max_position_embeddings": MSL, "dropout_rate": 0.0, "attention_dropout_rate": 0.0}.items()}
 
 
+def _dpo_data(data: Path) -> tuple:
+    train = synthetic.write_dpo_hdf5(data / "train", 24, MSL, VOCAB)
+    val = synthetic.write_dpo_hdf5(data / "val", 8, MSL, VOCAB, seed=1)
+    return {"data_dir": str(train)}, {"data_dir": str(val)}
+
+
+def _multimodal_data(data: Path, writer=synthetic.write_multimodal_hdf5) -> tuple:
+    images = data / "images"
+    patches = (IMAGE // 2 // PATCH) ** 2
+    loaders = []
+    for split, n, seed in (("train", 24, 0), ("val", 8, 1)):
+        folder = writer(data / split, images, n, MSL, VOCAB, patches, IMAGE // 2, seed=seed)
+        loaders.append({"data_dir": str(folder), "img_data_dir": str(images), "image_data_size": [3, IMAGE // 2,
+                        IMAGE // 2]})
+    return tuple(loaders)
+
+
+def _llava_data(data: Path) -> tuple:
+    return _multimodal_data(data, synthetic.write_llava_hdf5)
+
+
+def _multimodal_sizes(image: str, projection: str = "image_model_list.global_image_projection") -> dict:
+    """A ViT image encoder (the model's key path `image`) of 16 x 16 images in 8 x 8 patches,
+    a 32-unit projection, a Llama text model: the sizes set under `model`."""
+    vit = {"hidden_size": 32, "num_heads": 4, "filter_size": 64, "num_hidden_layers": 2,
+           "image_size": [IMAGE // 2, IMAGE // 2], "patch_size": [PATCH, PATCH]}
+    return {**{f"{image}.{k}": v for k, v in vit.items()},
+            f"{projection}.input_unit": 32, f"{projection}.layers_units": [32, 32],
+            **{f"text_model.{k}": v for k, v in SIZES.items()}}
+
+
+#: the transforms of `MultimodalSimpleHDF5MapDataProcessor` at the image size
+_MM_TRANSFORMS = {f"trainer.fit.{loader}.transforms.{i}.size": IMAGE // 2
+                  for loader in ("train_dataloader", "val_dataloader") for i in (1, 2)}
+
+
 #: the size keys of these recipes: head size 8, two layers
 RECIPES = {
     "esm2": Recipe("nlp/esm2/configs/params_esm2_t12_35M_UR50D.yaml", _esm2_data,
@@ -133,6 +179,16 @@ RECIPES = {
                   {"trainer.init.model.label_dropout_rate": 0.1}),
     "dpr": Recipe("nlp/dpr/configs/params_dpr_base_nq.yaml", _dpr_data,
                   {**_bert_encoder("q_encoder"), **_bert_encoder("ctx_encoder")}),
+    "dpo": Recipe("nlp/dpo/configs/params_zephyr_7b_dpo.yaml", _dpo_data,
+                  {f"policy_model.{k}": v for k, v in {
+                      **SIZES, "extra_attention_params.num_kv_groups": 2, "embedding_dropout_rate": 0.0,
+                      "dropout_rate": 0.0, "attention_dropout_rate": 0.0}.items()}),
+    "multimodal_simple": Recipe("multimodal/multimodal_simple/configs/params_mm_llava_llama2_7b_phase1.yaml",
+                                _multimodal_data,
+                                _multimodal_sizes("image_model_list.image_models.0.image_encoder"),
+                                _MM_TRANSFORMS),
+    "llava": Recipe("multimodal/llava/configs/params_llava_v1p5_pretrain_7b_phase1_MSL2K.yaml", _llava_data,
+                    _multimodal_sizes("image_model", "projector.image_model"), _MM_TRANSFORMS),
 }
 
 #: tensors whose gradient is zero in exact arithmetic: adding b.q_i to every score of query
@@ -196,9 +252,12 @@ def _changes(published: Path, sizes: dict, train: dict, val: dict,
 
 def _has(tree: dict, dotted: str) -> bool:
     for key in dotted.split("."):
-        if not isinstance(tree, dict) or key not in tree:
+        if isinstance(tree, list) and key.isdigit() and int(key) < len(tree):
+            tree = tree[int(key)]
+        elif isinstance(tree, dict) and key in tree:
+            tree = tree[key]
+        else:
             return False
-        tree = tree[key]
     return True
 
 
@@ -251,46 +310,46 @@ def measure(tmp: Path, params: Path) -> str:
             f"validates, eval loss CSX {losses[0]:.4f} / CPU {losses[1]:.4f}{note}")
 
 
-def try_recipe(family: str, recipe: Recipe) -> str:
-    """One README row for a family with a `Recipe`."""
+def _prepare_recipe(family: str, recipe: Recipe, tmp: Path) -> tuple[str, Path]:
     published = zoo.MODELS / recipe.yaml
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        name = f"{family} `{published.name}`"
-        try:
-            train, val = recipe.data(tmp / "data")
-            changes, added, fp16 = _changes(published, recipe.sizes, train, val, validate=True)
-            name += f" ({fp16})"
-            changes.update(recipe.extra)
-            if _has(yaml.safe_load(published.read_text())["trainer"]["init"], "backend.cluster_config.num_workers_per_csx"):
-                # one data worker, as on the CPU backend: CSX's W workers each stream their own
-                # shard (batch k from worker k % W), so with two the batches would differ
-                changes["trainer.init.backend.cluster_config.num_workers_per_csx"] = 1
-            params = zoo.shrink(published, tmp / "params.yaml", changes, add=added)
-            _set_micro_batch_sizes(params, 4)
-            return f"| {name} | {measure(tmp, params)} |"
-        except Exception as e:  # noqa: BLE001 - a row per family, whatever stopped it
-            traceback.print_exc()
-            return f"| {name} | fails: {str(e).strip().splitlines()[-1][:200]} |"
+    train, val = recipe.data(tmp / "data")
+    changes, added, fp16 = _changes(published, recipe.sizes, train, val, validate=True)
+    changes.update(recipe.extra)
+    init = yaml.safe_load(published.read_text())["trainer"]["init"]
+    for i, callback in enumerate(init.get("callbacks") or []):
+        if "KeepNCheckpoints" in callback:  # keep the initial checkpoint too
+            changes[f"trainer.init.callbacks.{i}.KeepNCheckpoints.n"] = STEPS + 1
+    if _has(init, "backend.cluster_config.num_workers_per_csx"):
+        # one data worker, as on the CPU backend: CSX's W workers each stream their own
+        # shard (batch k from worker k % W), so with two the batches would differ
+        changes["trainer.init.backend.cluster_config.num_workers_per_csx"] = 1
+    return f"{family} `{published.name}` ({fp16})", zoo.shrink(published, tmp / "params.yaml", changes, add=added)
+
+
+def _prepare_gpt(family: str, tmp: Path) -> tuple[str, Path]:
+    published = first_gpt_yaml(family)
+    if published is None:
+        raise ValueError(f"{family} has no YAML with a GPT HDF5 data processor")
+    train = synthetic.write_gpt_hdf5(tmp / "data" / "train", 24, MSL, VOCAB)
+    val = synthetic.write_gpt_hdf5(tmp / "data" / "val", 8, MSL, VOCAB, seed=1)
+    changes, added, fp16 = changes_for(published, str(train), str(val))
+    return f"{family} `{published.name}` ({fp16})", zoo.shrink(published, tmp / "params.yaml", changes, add=added)
+
+
+def prepare(family: str, tmp: Path) -> tuple[str, Path]:
+    """(the family's README name, its shrunk YAML in `tmp`, with its synthetic data there)."""
+    name, params = _prepare_recipe(family, RECIPES[family], tmp) if family in RECIPES else _prepare_gpt(family, tmp)
+    _set_micro_batch_sizes(params, 4)
+    return name, params
 
 
 def try_family(family: str) -> str:
     """One README row: `| family, YAML | result |`."""
-    if family in RECIPES:
-        return try_recipe(family, RECIPES[family])
-    published = first_gpt_yaml(family)
-    if published is None:
-        return f"| {family} | no YAML with a GPT HDF5 data processor |"
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        train = synthetic.write_gpt_hdf5(tmp / "data" / "train", 24, MSL, VOCAB)
-        val = synthetic.write_gpt_hdf5(tmp / "data" / "val", 8, MSL, VOCAB, seed=1)
-        changes, added, fp16 = changes_for(published, str(train), str(val))
-        params = zoo.shrink(published, tmp / "params.yaml", changes, add=added)
-        _set_micro_batch_sizes(params, 4)
-        name = f"{family} `{published.name}` ({fp16})"
+        name = family
         try:
-            return f"| {name} | {measure(tmp, params)} |"
+            name, params = prepare(family, Path(tmp))
+            return f"| {name} | {measure(Path(tmp), params)} |"
         except Exception as e:  # noqa: BLE001 - a row per family, whatever stopped it
             traceback.print_exc()
             return f"| {name} | fails: {str(e).strip().splitlines()[-1][:200]} |"
@@ -301,7 +360,7 @@ def main(argv: list) -> int:
     if why:
         print(why)
         return 1
-    rows = [try_family(family) for family in (argv or FAMILIES)]
+    rows = [try_family(family) for family in (argv or (*FAMILIES, *RECIPES))]
     print("\n".join(rows))
     return 0
 

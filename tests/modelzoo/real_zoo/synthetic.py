@@ -47,6 +47,20 @@ expects, so the real reader code runs unchanged.
   [n, 3, contexts, msl] int32: the same three for each context passage, the positive
   first; a `data_params.json` names the features of each group, `data_0_features` and
   `data_1_features`).
+- `write_dpo_hdf5`: the preference-pair HDF5 shards of `DpoHDF5DataProcessor` (`*.h5`
+  files, attribute `n_examples`, dataset `data` of shape [n, 6, msl] int32: the chosen
+  sequence's input_ids, attention_mask (the loss mask: 1 on the response's tokens),
+  labels (the inputs shifted by one), then the same three for the rejected sequence).
+- `write_multimodal_hdf5`: the image-text HDF5 shards of `MultimodalSimpleHDF5MapDataProcessor`
+  (`*.h5` files with dataset `data` of shape [n, 5, msl] int32: text_input_ids, loss_mask,
+  labels (the inputs shifted by one), key_padding_mask (1 = padding), token_modality_idx
+  (1 = an image patch's position); dataset `img_path` [n, images] of byte strings, each
+  image's file name under the image folder (`None` for none); dataset `img_data_loc`
+  [n, images, patches] int32, the sequence positions that receive each image's patch
+  features), and that image folder (PNG files).
+- `write_llava_hdf5`: the same for `LlavaHDF5MapDataProcessor` (dataset `data` [n, 4, msl]:
+  text_input_ids, loss_mask, labels, key_padding_mask; dataset `img_path` [n, 1]; the
+  model puts the image's patch features after the first token, `image_start_idx` 1).
 """
 from __future__ import annotations
 
@@ -151,36 +165,52 @@ def write_sentencepiece_vocab(path: Path, vocab_size: int) -> Path:
     return _write_vocab(path, vocab_size, SENTENCEPIECE_SPECIALS)
 
 
+def _csv_shards(folder: Path, n_rows: int, files: int, fieldnames: list, make_row) -> Path:
+    """`n_rows` rows (`make_row(i)`: a dict by field name, values as their text) in `files`
+    CSV files with a header, and the folder's `meta.dat`; returns `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for k, rows in enumerate(np.array_split(np.arange(n_rows), files)):
+        name = f"data-{k:05d}.csv"
+        with open(folder / name, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fieldnames)
+            writer.writeheader()
+            writer.writerows(make_row(int(i)) for i in rows)
+        counts[name] = len(rows)
+    _meta(folder, counts)
+    return folder
+
+
+def _text_corpus(folder: Path, vocab_size: int, specials: tuple, seed: int) -> tuple:
+    """(a seeded generator, `folder` made, the ordinary words of the vocabulary, the Markov
+    chain's step per word) for the text writers below."""
+    rng = np.random.default_rng(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    words = _words(vocab_size, specials)
+    return rng, folder, words, rng.integers(1, len(words), size=len(words))
+
+
 def write_bert_csv(folder: Path, n_examples: int, msl: int, vocab_size: int, files: int = 2,
                    seed: int = 0) -> Path:
     """`n_examples` sentence pairs of at most `msl` tokens (with `[CLS]` and the two `[SEP]`)
     over the words of `write_wordpiece_vocab(.., vocab_size)`, in `files` CSV files: segment
     B continues segment A's Markov chain, or (next-sentence label 1, half the time) starts
     anywhere; returns `folder`."""
-    rng = np.random.default_rng(seed)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    words = _words(vocab_size, WORDPIECE_SPECIALS)
-    step = rng.integers(1, len(words), size=len(words))
-    counts = {}
-    for k, rows in enumerate(np.array_split(np.arange(n_examples), files)):
-        name = f"data-{k:05d}.csv"
-        with open(folder / name, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["tokens", "segment_ids", "is_random_next"])
-            writer.writeheader()
-            for _ in rows:
-                n_a = int(rng.integers(2, (msl - 3) // 2 + 1))
-                n_b = int(rng.integers(2, msl - 3 - n_a + 1))
-                chain = _markov_tokens(rng, step, n_a + n_b)
-                is_random_next = int(rng.random() < 0.5)
-                b = _markov_tokens(rng, step, n_b) if is_random_next else chain[n_a:]
-                tokens = ["[CLS]", *(words[i] for i in chain[:n_a]), "[SEP]", *(words[i] for i in b), "[SEP]"]
-                segment_ids = [0] * (n_a + 2) + [1] * (n_b + 1)
-                writer.writerow({"tokens": str(tokens), "segment_ids": str(segment_ids),
-                                 "is_random_next": is_random_next})
-        counts[name] = len(rows)
-    _meta(folder, counts)
-    return folder
+    rng, folder, words, step = _text_corpus(folder, vocab_size, WORDPIECE_SPECIALS, seed)
+
+    def row(_):
+        n_a = int(rng.integers(2, (msl - 3) // 2 + 1))
+        n_b = int(rng.integers(2, msl - 3 - n_a + 1))
+        chain = _markov_tokens(rng, step, n_a + n_b)
+        is_random_next = int(rng.random() < 0.5)
+        b = _markov_tokens(rng, step, n_b) if is_random_next else chain[n_a:]
+        tokens = ["[CLS]", *(words[i] for i in chain[:n_a]), "[SEP]", *(words[i] for i in b), "[SEP]"]
+        segment_ids = [0] * (n_a + 2) + [1] * (n_b + 1)
+        return {"tokens": str(tokens), "segment_ids": str(segment_ids), "is_random_next": is_random_next}
+
+    return _csv_shards(folder, n_examples, files, ["tokens", "segment_ids", "is_random_next"], row)
 
 
 def write_t5_text(folder: Path, n_documents: int, max_length: int, vocab_size: int, files: int = 2,
@@ -188,11 +218,7 @@ def write_t5_text(folder: Path, n_documents: int, max_length: int, vocab_size: i
     """`n_documents` documents of `max_length` // 2 to `max_length` tokens over the words of
     `write_sentencepiece_vocab(.., vocab_size)`, one a line, in `files` text files; returns
     `folder`."""
-    rng = np.random.default_rng(seed)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    words = _words(vocab_size, SENTENCEPIECE_SPECIALS)
-    step = rng.integers(1, len(words), size=len(words))
+    rng, folder, words, step = _text_corpus(folder, vocab_size, SENTENCEPIECE_SPECIALS, seed)
     counts = {}
     for k, docs in enumerate(np.array_split(np.arange(n_documents), files)):
         name = f"data-{k:05d}.txt"
@@ -249,21 +275,10 @@ def write_mlm_hdf5(folder: Path, n_examples: int, msl: int, files: int = 2, seed
 def write_mlm_csv(folder: Path, n_examples: int, msl: int, files: int = 2, seed: int = 0) -> Path:
     """The same kind of rows as `write_mlm_hdf5`, as `BertCSVDataProcessor`'s CSV folder;
     returns `folder`."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     inputs, mask, labels = _mlm_rows(n_examples, msl, seed)
-    counts = {}
-    for k, rows in enumerate(np.array_split(np.arange(n_examples), files)):
-        name = f"data-{k:05d}.csv"
-        with open(folder / name, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["input_ids", "attention_mask", "labels"])
-            writer.writeheader()
-            for i in rows:
-                writer.writerow({"input_ids": str(inputs[i].tolist()), "attention_mask": str(mask[i].tolist()),
-                                 "labels": str(labels[i].tolist())})
-        counts[name] = len(rows)
-    _meta(folder, counts)
-    return folder
+    return _csv_shards(folder, n_examples, files, ["input_ids", "attention_mask", "labels"],
+                       lambda i: {"input_ids": str(inputs[i].tolist()), "attention_mask": str(mask[i].tolist()),
+                                  "labels": str(labels[i].tolist())})
 
 
 def write_translation_text(folder: Path, n_pairs: int, max_length: int, vocab_size: int, files: int = 2,
@@ -371,3 +386,95 @@ def write_dpr_hdf5(folder: Path, n_examples: int, msl: int, vocab_size: int, con
         "data_0_features": ["questions_input_ids", "questions_attention_mask", "questions_token_type_ids"],
         "data_1_features": ["ctx_input_ids", "ctx_attention_mask", "ctx_token_type_ids"]}))
     return folder
+
+
+def write_dpo_hdf5(folder: Path, n_examples: int, msl: int, vocab_size: int, files: int = 2, seed: int = 0) -> Path:
+    """`n_examples` pairs of `msl` + 1 tokens, a prompt of `msl` // 2 then a response: the
+    chosen one continues the prompt's Markov chain, the rejected one starts anywhere;
+    returns `folder`."""
+    import h5py
+
+    rng = np.random.default_rng(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    step = rng.integers(1, vocab_size, size=vocab_size)
+    prompt = msl // 2
+    data = np.zeros((n_examples, 6, msl), np.int32)
+    for i in range(n_examples):
+        chosen = _markov_tokens(rng, step, msl + 1)
+        rejected = np.concatenate([chosen[:prompt], _markov_tokens(rng, step, msl + 1 - prompt)])
+        for j, seq in enumerate((chosen, rejected)):
+            data[i, 3 * j] = seq[:-1]
+            data[i, 3 * j + 1, prompt - 1:] = 1
+            data[i, 3 * j + 2] = seq[1:]
+    for k, rows in enumerate(np.array_split(np.arange(n_examples), files)):
+        with h5py.File(folder / f"data-{k:05d}.h5", "w") as f:
+            f.create_dataset("data", data=data[rows])
+            f.attrs["n_examples"] = len(rows)
+    return folder
+
+
+def _image_text_rows(folder: Path, images: Path, n_examples: int, msl: int, vocab_size: int, patches: int,
+                     size: int, first: int, n_classes: int, seed: int) -> tuple:
+    """(ids, loss_mask, labels, image file names) of `n_examples` sequences of `msl` tokens:
+    one image (`_class_images`, `size` x `size`, PNG under `images`) whose `patches` patch
+    features fill positions `first`.. (id 0 there, and before), then a caption: a Markov
+    chain over the ids from 1 whose first token is the image's class, in the loss."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    images = Path(images)
+    images.mkdir(parents=True, exist_ok=True)
+    step = rng.integers(1, vocab_size - 1, size=vocab_size - 1)
+    labels = rng.integers(0, n_classes, size=n_examples)
+    ids, mask, targets = (np.zeros((n_examples, msl), np.int32) for _ in range(3))
+    paths = []
+    lead = first + patches
+    for i, (label, image) in enumerate(zip(labels, _class_images(rng, labels, size, n_classes))):
+        name = f"{Path(folder).name}_{i:05d}.png"
+        Image.fromarray(image).save(images / name)
+        paths.append([name.encode()])
+        text = 1 + _markov_tokens(rng, step, msl - lead + 1)
+        text[0] = 1 + label
+        tokens = np.concatenate([np.zeros(lead, np.int64), text])
+        ids[i], targets[i] = tokens[:-1], tokens[1:]
+        mask[i, lead - 1:] = 1
+    return ids, mask, targets, np.array(paths, dtype="S")
+
+
+def _write_shards(folder: Path, files: int, **datasets) -> Path:
+    """`files` HDF5 shards of the rows of `datasets` ({name: array}), `n_examples` set."""
+    import h5py
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(next(iter(datasets.values())))
+    for k, rows in enumerate(np.array_split(np.arange(n), files)):
+        with h5py.File(folder / f"data-{k:05d}.h5", "w") as f:
+            for name, array in datasets.items():
+                f.create_dataset(name, data=array[rows])
+            f.attrs["n_examples"] = len(rows)
+    return folder
+
+
+def write_multimodal_hdf5(folder: Path, images: Path, n_examples: int, msl: int, vocab_size: int, patches: int,
+                          size: int, n_classes: int = 4, files: int = 2, seed: int = 0) -> Path:
+    """`n_examples` sequences of one image in the first `patches` positions, then a caption
+    (`_image_text_rows`); returns `folder`."""
+    ids, mask, labels, paths = _image_text_rows(folder, images, n_examples, msl, vocab_size, patches, size, 0,
+                                                n_classes, seed)
+    image = np.zeros_like(ids)
+    image[:, :patches] = 1
+    loc = np.broadcast_to(np.arange(patches, dtype=np.int32), (n_examples, 1, patches))
+    return _write_shards(folder, files, data=np.stack([ids, mask, labels, np.zeros_like(ids), image], axis=1),
+                         img_path=paths, img_data_loc=np.ascontiguousarray(loc))
+
+
+def write_llava_hdf5(folder: Path, images: Path, n_examples: int, msl: int, vocab_size: int, patches: int,
+                     size: int, n_classes: int = 4, files: int = 2, seed: int = 0) -> Path:
+    """`n_examples` sequences of a first token, one image's `patches` positions, then a
+    caption (`_image_text_rows`); returns `folder`."""
+    ids, mask, labels, paths = _image_text_rows(folder, images, n_examples, msl, vocab_size, patches, size, 1,
+                                                n_classes, seed)
+    return _write_shards(folder, files, data=np.stack([ids, mask, labels, np.zeros_like(ids)], axis=1),
+                         img_path=paths)
