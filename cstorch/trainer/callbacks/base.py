@@ -24,8 +24,8 @@ from .. import real_modelzoo
 
 class Callback:
     """Hooks the Trainer calls (all no-ops here), and state saved in checkpoints: a
-    callback whose `state_dict()` is not empty has it saved under `state_key` (its class
-    name unless set) in the checkpoint's "callbacks" entry, and given back through
+    callback that defines its own `state_dict()` has it saved under `state_key` (its class
+    name unless overridden) in the checkpoint's "callbacks" entry, and given back through
     `load_state_dict` when the checkpoint is loaded (as Lightning's callbacks)."""
 
     @property
