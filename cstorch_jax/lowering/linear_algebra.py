@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
+from ..compat import aten_overloads
 from ..errors import UnsupportedOpError
 from .dtype_policy import in_opmath
 from .linalg import matmul
@@ -285,7 +286,7 @@ def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
     return _cholesky_lower(a, upper), _cholesky_info(a, upper)
 
 
-@register(aten.cholesky.default)
+@register(*aten_overloads("cholesky.default"))  # removed in torch 2.15 (see compat.py)
 def cholesky(a, upper=False):
     return _cholesky_lower(a, upper)
 
