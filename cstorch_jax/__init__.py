@@ -2,9 +2,9 @@
 jax.numpy, compile it with XLA into one immutable executable, and run it.
 
 Knows torch and jax; knows nothing of the `cstorch` facade."""
-from . import memory_policy
+from . import platform_policy
 
-memory_policy.apply()  # before jax starts its thread pools (see memory_policy.py)
+platform_policy.apply_host_policies()  # before jax starts its thread pools (see memory_policy.py)
 
 from . import explore  # noqa: F401  (StepReport, diff: look inside a compiled step)
 from . import optim  # noqa: F401  (registers the optimizer ops and their lowerings)

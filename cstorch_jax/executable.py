@@ -32,7 +32,7 @@ from .errors import StaticGraphError
 from .lowering import to_jax_function, uses_rng
 from .passes import for_platform
 from .placement import SingleDevice
-from .xla_options import compiler_options
+from .platform_policy import policy_for
 
 
 def _aval(spec: TensorSpec) -> jax.ShapeDtypeStruct:
@@ -100,7 +100,7 @@ class Executable:
         self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(*self._avals)
         t1 = time.perf_counter()
         if compiled is None:
-            options = compiler_options(self.placement.platform, computes_in_16_bit(self.graph_module))
+            options = policy_for(self.placement.platform).compiler_options(computes_in_16_bit(self.graph_module))
             compiled = self.lowered.compile(compiler_options=options)
         self.compiled = compiled
         self.lower_seconds = t1 - t0
@@ -147,7 +147,7 @@ class Executable:
         graph. An entry that does not describe the trace's inputs and outputs is removed
         with a warning (as `compile_cache.load` removes one it cannot read)."""
         placement = placement or SingleDevice()
-        if placement.platform == "cpu":
+        if policy_for(placement.platform).blas_gemm:
             native.gemm_targets()  # a cached program may call the BLAS custom call
         cached = compile_cache.load(cache_key, trace.signature, placement.devices)
         captured = None

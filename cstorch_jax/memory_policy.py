@@ -17,7 +17,8 @@ non-glibc C library is left alone. The policy changes which pages hold the data,
 a value.
 
 It must be in force before JAX starts its thread pools (threads that already own an
-arena keep it), so `cstorch_jax/__init__.py` applies it before importing jax.
+arena keep it), so `cstorch_jax/__init__.py` applies it before importing jax, where the
+platform policy wants it (`platform_policy.py`: XLA:CPU only).
 """
 from __future__ import annotations
 
@@ -74,6 +75,12 @@ def apply() -> bool:
         reason = "mallopt refused a setting"
     _state.update(applied=False, reason=reason)
     return False
+
+
+def skip(reason: str) -> None:
+    """Record that the policy was not applied, and why (a platform that does not need it)."""
+    if not _state["applied"]:
+        _state.update(reason=reason)
 
 
 def status() -> dict:

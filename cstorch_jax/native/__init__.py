@@ -1,30 +1,25 @@
 """cstorch's compiled XLA FFI handlers, loaded on demand.
 
-`gemm.cc` is built into `_gemm*.so` next to this file by the install command
-(`pip install -e .`, see setup.py). `gemm_targets()` loads it once, hands it the BLAS
+`gemm.cc` is compiled at first use against the running jaxlib's FFI headers and kept in a
+cache (`build.py`: needs g++). `gemm_targets()` loads it once, hands it the BLAS
 (torch's MKL `sgemm_`, found in the already loaded `libtorch_cpu`), registers its two
 targets with XLA for the CPU platform and returns their names; where the library, the
-BLAS or the registration is missing it returns None and warns once, and the lowering
+BLAS, the build or the registration fails it returns None and warns once, and the lowering
 keeps XLA's own dot (same math).
 """
 from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import os
 import warnings
 
 import jax
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from . import build
+
 TARGETS = ("cstorch_sgemm", "cstorch_sgemm_bias")
 DISABLE_ENV = "CSTORCH_FFI_GEMM"
-
-
-def _library_path() -> str | None:
-    found = sorted(glob.glob(os.path.join(HERE, "_gemm*.so")))
-    return found[0] if found else None
 
 
 def _torch_blas():
@@ -45,13 +40,13 @@ def _torch_blas():
 def _load() -> tuple[tuple[str, str] | None, str]:
     if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "off", "false", "no"):
         return None, f"{DISABLE_ENV}={os.environ[DISABLE_ENV]}"
-    path = _library_path()
-    if path is None:
-        return None, (f"the compiled handler (cstorch_jax/native/_gemm*.so) is missing: reinstall with "
-                      f"`pip install -c constraints.txt -e .` (needs g++)")
     blas = _torch_blas()
     if blas is None:
         return None, "this torch build has no MKL sgemm to call"
+    try:
+        path = str(build.library_path())
+    except build.NativeBuildError as e:
+        return None, f"the handler could not be built: {e}"
     try:
         lib = ctypes.CDLL(path)
         lib.cstorch_gemm_bind_blas.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)

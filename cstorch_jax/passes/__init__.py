@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import torch
 
+from ..platform_policy import policy_for
 from .channels_last import to_channels_last
 from .gemm_routing import route_gemms
 
 
 def for_platform(gm: torch.fx.GraphModule, platform: str) -> torch.fx.GraphModule:
-    if platform != "cpu":
+    policy = policy_for(platform)
+    if not (policy.channels_last or policy.blas_gemm):
         return gm
     out = _copy(gm)
-    to_channels_last(out)
-    route_gemms(out)
+    if policy.channels_last:
+        to_channels_last(out)
+    if policy.blas_gemm:
+        route_gemms(out)
     return out
 
 
