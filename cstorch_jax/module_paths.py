@@ -8,8 +8,9 @@ by an inner module, is labelled with its path, so ops run by the backward pass a
 attributed to the module whose forward they differentiate.
 
 Each traced node gets `meta["nn_module_stack"] = {path: (path, class name)}` (innermost
-module only) and, for backward ops, `meta["autograd_backward"] = True`: the fields that
-torch.fx copies from the current node metadata onto every node it creates, so pass 2
+module only) and, for backward ops, `meta["custom"]["cstorch_backward"] = True`: fields that
+torch.fx copies from the current node metadata onto every node it creates in every supported
+release (torch's own `autograd_backward` is copied only from 2.13 on), so pass 2
 (functionalization and decompositions, run node by node with metadata preserved) keeps
 them on the ops it derives from each node.
 """
@@ -73,6 +74,9 @@ class _ModuleStack:
         return None, False
 
 
+BACKWARD = "cstorch_backward"  # key in meta["custom"]: the op runs in the backward pass
+
+
 class _TagOps(TorchDispatchMode):
     def __init__(self, modules: _ModuleStack) -> None:
         super().__init__()
@@ -85,10 +89,13 @@ class _TagOps(TorchDispatchMode):
             meta.pop("nn_module_stack", None)
         else:
             meta["nn_module_stack"] = {where[0]: where}
+        custom = {k: v for k, v in meta.get("custom", {}).items() if k != BACKWARD}  # a new dict: nodes hold copies
         if backward:
-            meta["autograd_backward"] = True
+            custom[BACKWARD] = True
+        if custom:
+            meta["custom"] = custom
         else:
-            meta.pop("autograd_backward", None)
+            meta.pop("custom", None)
         return func(*args, **(kwargs or {}))
 
 
@@ -112,4 +119,4 @@ def module_path(node: torch.fx.Node) -> str | None:
     if not stack:
         return None
     path = next(reversed(stack.values()))[0]
-    return f"{path} (backward)" if node.meta.get("autograd_backward") else path
+    return f"{path} (backward)" if node.meta.get("custom", {}).get(BACKWARD) else path
