@@ -53,3 +53,19 @@ def test_owned_sections_are_replaced_and_kept(tmp_path):
     assert kept_sections(path) == ["<!-- section: sharding -->\nsecond\n<!-- end section: sharding -->",
                                    "<!-- section: other -->\nx\n<!-- end section: other -->"]
     assert kept_sections(tmp_path / "missing.md") == []
+
+
+def test_device_check_dry_run_writes_its_section(tmp_path):
+    """`benchmarks.device_check --platform cpu`: every part of the GPU check at tiny sizes on
+    CPU (one workload here), its section naming the machine, no part failed."""
+    out = tmp_path / "RESULTS.md"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.device_check", "--platform", "cpu", "--workloads", "mlp",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    text = out.read_text()
+    assert "<!-- section: device-check -->" in text and "## Device check: " in text
+    for dtype in ("float32", "bfloat16"):
+        row = re.search(rf"^\| MLP \| {dtype} \|(.*)$", text, re.M)
+        assert row and row.group(1).count(" ms (") == 3, text  # eager, torch.compile, cstorch
+    assert re.search(r"^\| cstorch \| [\d.]+ ms \|", text, re.M) and re.search(r"^\| eager \| [\d.]+ ms \|", text, re.M)
+    assert re.search(r"with CSX on the device: \d+ passed", text), text
