@@ -28,9 +28,11 @@ maps) one step's stem weight gradient came out 4 % from float64 in eager and 21 
 both correct. So for models with convolutions eager also runs in channels-last memory
 format (the same ops, another summation order, other decisions), and `drift_cpu` is the
 larger of its two runs: on the ResNet, stem.0.weight drifted 0.00079 in one eager run and
-0.0061 in the other, CSX 0.0046 (on an AMD EPYC without AVX-512 FP16). Losses, the loss scale and the count of skipped
-steps must be equal step by step (losses within 2 % of the loss: bfloat16 keeps 8
-significant bits), so both runs skip the same overflowing steps.
+0.0061 in the other, CSX 0.0046 (on an AMD EPYC without AVX-512 FP16).
+
+Losses, the loss scale and the count of skipped steps must be equal step by step (losses
+within 2 % of the loss: bfloat16 keeps 8 significant bits), so both runs skip the same
+overflowing steps.
 
 Eager autocast runs `nn.LSTM` as one op whose inputs it casts to 16 bits; the capture
 decomposes it into matmuls and gate math first (as on CSX, where each op is placed on
