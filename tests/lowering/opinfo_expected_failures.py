@@ -5,6 +5,7 @@ Keys are (op_db name, "forward" | "grad"). `EXPECTED_FAILURES` holds the float32
 the ops that fail whatever the dtype (no lowering, float64 inside the op, ...);
 `HALF_EXPECTED_FAILURES` adds the 16-bit ones, per dtype. Everything not listed must pass.
 """
+import torch
 
 _F64 = ("torch's own implementation creates a float64 tensor inside the op (a tolerance or a constant); "
         "the engine has no 64-bit floats and refuses it")
@@ -25,8 +26,6 @@ OPINFO_SINCE: dict[str, str] = {
 
 def absent_here(name: str) -> bool:
     """An op_db entry that the running torch is too old to have (`OPINFO_SINCE`)."""
-    import torch
-
     return name in OPINFO_SINCE and torch.__version__ < OPINFO_SINCE[name]
 
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {
@@ -82,6 +81,20 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
         "no lowering: torch_nn._linear_cross_entropy_batch_chunked_no_reduction"),
 }
 
+
+def before(release: str, entries: dict) -> dict:
+    """`entries` where the running torch is older than `release`, else nothing: failures that
+    belong to an older supported torch's behaviour (or its op_db samples), not to cstorch's."""
+    return entries if torch.__version__ < release else {}
+
+
+EXPECTED_FAILURES |= before("2.13", {
+    ("index_fill", "grad"): (
+        "index_fill's backward takes aten._unique of the index (an output size that depends on values); "
+        "torch 2.13's fake tensors report that as data-dependent (out of scope), 2.11's compute it from the "
+        "constant index at capture time, so the capture succeeds and the engine has no lowering for _unique"),
+})
+
 _TIES = ("ties, frequent at 8 or 11 significant bits, resolved to another index than eager's (the values agree; "
          "README: known differences)")
 _SMALL_SAMPLE = ("rounding on one small sample, outside the judge's factor 2 there; as accurate as eager on larger "
@@ -111,3 +124,16 @@ HALF_EXPECTED_FAILURES: dict[tuple[str, str, str], str] = {
     ("nn.functional.linear_cross_entropy", "grad", "bfloat16"): _SMALL_SAMPLE + (
         ": 2.5 x eager's error; on 64 x 128 inputs and 256 classes cstorch's error is 0.96 to 0.98 x eager's"),
 }
+HALF_EXPECTED_FAILURES |= before("2.13", {
+    # torch 2.11's op_db draws other sample values than 2.13's (same shapes)
+    ("topk", "forward", "float16"): _TIES + " (torch 2.11's eager kernel orders float16 ties differently)",
+    ("topk", "grad", "float16"): _TIES + " (torch 2.11's eager kernel orders float16 ties differently)",
+    ("nn.functional.rms_norm", "grad", "bfloat16"): (
+        "normalizing over a single element (x = 820): the true input gradient is 0 (1e-17 in float64); what is "
+        "left is float32 residue of the cancellation, 5e-10 here, where eager's happens to be exactly 0 (on "
+        "torch 2.13's sample, x = 396, eager leaves 1.9e-9 and cstorch 1.4e-9)"),
+    ("special.i0e", "grad", "bfloat16"): _SMALL_SAMPLE + (
+        ": one scalar, x = -5.69, where the forward rounds to the other bfloat16 neighbour of the true value "
+        "(both within half an ulp) and i1e(x) - sign(x) i0e(x) cancels; on 64 x 1024 random inputs in [-9, 9] "
+        "cstorch's and eager's errors are identical (mean 4.0e-4, max 1.4e-2)"),
+})

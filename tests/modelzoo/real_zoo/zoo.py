@@ -31,6 +31,9 @@ def missing() -> str | None:
     """Why the real Model Zoo cannot run here (None when it can)."""
     if not SRC.is_dir():
         return f"the Model Zoo snapshot is not at {SNAPSHOT}"
+    if sys.version_info[:2] != (3, 11):
+        return ("the Model Zoo 2.10 imports cerebras-appliance 2.10.0, which is published for CPython 3.11 "
+                f"only (this is {sys.version.split()[0]})")
     if not (DEPS / "cerebras" / "appliance").is_dir():
         return (f"the Model Zoo's runtime packages are not installed at {DEPS}: "
                 "pip install --no-deps --target .modelzoo-deps -r requirements-modelzoo.txt")
