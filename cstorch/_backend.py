@@ -190,7 +190,15 @@ def _placement(cfg: ClusterConfig, shard_state: bool = False):
 def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
     """With no arguments: the current backend (or None). With a type ("CSX"/"XLA",
     "CPU", "GPU" or a BackendType): create the process's one backend. It adopts the
-    objects registered before it existed (models, optimizers, ... made earlier)."""
+    objects registered before it existed (models, optimizers, ... made earlier).
+
+    Differences from the real system:
+        "CSX" runs on the devices XLA has (the host CPU or a GPU), not on a wafer. "GPU"
+        needs a CUDA build of torch, and the GPU backend's DDP options are not supported
+        yet. With `compile_only=True` or `validate_only=True` the executor runs one step,
+        captured and compiled but not run; `validate_only` also compiles with XLA (the real
+        system stops before compiling).
+    """
     global _BACKEND, _PENDING
     if backend_type is None:
         if args or kwargs:

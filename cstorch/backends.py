@@ -10,7 +10,7 @@ Every flag of `cerebras.pytorch` 2.10 exists with its type and default (see
 flag's type hint: `TypeError("Expected <type> for `<name>`. Got <type>: <value>")`) and
 validated like the real one (`ValueError` with the real message); an unknown name is an
 `AttributeError` ("... has no flag ..."), and a group cannot be replaced. What each flag
-does here (the README's flag table says the same):
+does here (the documentation's flag-tree page lists every flag with its type and default):
 
 * `csx.performance.micro_batch_size` ("auto", "explore", {"explore": {"min", "max"}}, an
   int > 0 or None): the Trainer splits each CSX batch into micro-batches of this size

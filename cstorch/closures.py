@@ -11,7 +11,13 @@ from . import _backend
 def step_closure(closure: Callable) -> Callable:
     """Calling the decorated function queues it with its (snapshotted) arguments; it
     runs after the step with plain host tensors. Called inside a traced CSX step, it
-    repeats every step with that step's values. With no backend it runs at once."""
+    repeats every step with that step's values. With no backend it runs at once.
+
+    Differences from the real system:
+        On CSX the closures of step k run at the end of step k+1 (in order), so the
+        device always has work; checkpoint steps, the last step and the end of the
+        run flush them.
+    """
     @functools.wraps(closure)
     def queued(*args, **kwargs):
         b = _backend.backend()

@@ -36,7 +36,11 @@ class CompiledModel:
 def compile(model: torch.nn.Module, backend=None) -> CompiledModel:  # noqa: A001  (the real API's name)
     """Prepare `model` to run on `backend` (default: the current one, else CPU). As in the
     real API, `model.device` is then the backend's torch device (Model Zoo callbacks make
-    their tensors there: `torch.tensor(0.0).to(model.device)`)."""
+    their tensors there: `torch.tensor(0.0).to(model.device)`).
+
+    Differences from the real system:
+        Returns a callable wrapper of `model`; there is no sparsity `.apply` patching.
+    """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"cstorch.compile expects a torch.nn.Module, got {type(model).__name__}")
     if backend is None:

@@ -44,7 +44,12 @@ def _no_effect(what: str) -> Callable:
 
 def pol(level: Optional[int] = None, bwd_level: Optional[int] = None, enable_fwd: bool = True,
         enable_bwd: bool = True):
-    """A decorator setting the POL of a function's operations (no effect here)."""
+    """A decorator setting the POL of a function's operations (no effect here).
+
+    Differences from the real system:
+        Recorded and validated (the real errors), and changes nothing: it warns
+        once, as the real one does off the wafer.
+    """
     for which, value in (("forward", level), ("backward", bwd_level)):
         if value is not None and value not in range(0, 3):
             raise ValueError(f"POL must be None or an integer in range [0, 3) but got {which} level {value}.")

@@ -38,7 +38,12 @@ __all__ = ["full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "ten
 
 
 def full(shape, value: float, dtype=None) -> torch.Tensor:
-    """A tensor of `shape` filled with `value` on the current device."""
+    """A tensor of `shape` filled with `value` on the current device.
+
+    Differences from the real system:
+        The tensor is filled at once (the real CSX backend fills it lazily on the
+        device: the same value).
+    """
     return torch.full(shape, value, dtype=dtype, device=current_torch_device())
 
 
@@ -99,7 +104,12 @@ def from_numpy(array: np.ndarray) -> torch.Tensor:
 
 
 def make_constant(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor` as a constant of the step being captured (see the module docstring)."""
+    """`tensor` as a constant of the step being captured (see the module docstring).
+
+    Differences from the real system:
+        Turns a tensor from outside the step into a constant of the compiled
+        program; reading such a tensor directly inside the step is a `CaptureError`.
+    """
     from torch._subclasses.fake_tensor import is_fake
 
     b = _current_backend()

@@ -259,7 +259,14 @@ for _name in ("graph", "jaxpr", "stablehlo", "hlo", "cost", "memory", "ops", "su
 
 
 def trace(step_fn: Callable) -> TracedStep:
-    """Decorate the function that runs one training or evaluation step."""
+    """Decorate the function that runs one training or evaluation step.
+
+    Differences from the real system:
+        On CSX the body runs once, when the step is captured; later calls replay the
+        compiled executable. Its outputs are fresh `DeferredTensor`s at every step (the
+        real system reuses the first step's objects), and reading one outside the step
+        (`.item()`) waits for its value instead of raising.
+    """
     return TracedStep(step_fn)
 
 

@@ -56,6 +56,15 @@ _TENSOR_STATE = ("_loss_scale", "_steps_since_rescale", "_overflows_since_rescal
 
 
 class GradScaler:
+    """Static or dynamic loss scaling as tensor math (see the module docstring for the rule).
+
+    Differences from the real system:
+        Scaling runs on every backend (the real one is a no-op off CSX). With dynamic
+        scaling the scale doubles after exactly `steps_per_increase` clean steps (the real
+        code doubles one step later). Under `cbfloat16` (computed in float16) the scale's
+        maximum is 2**15.
+    """
+
     state_kind: ClassVar[str] = "grad_scaler"
 
     def __init__(self, loss_scale: Union[str, float, None] = None, init_scale: float | None = None,

@@ -50,7 +50,14 @@ _state = _AmpState()
 def set_half_dtype(value: Union[str, torch.dtype]) -> torch.dtype:
     """Use `value` (float16, bfloat16 or cbfloat16) as the half dtype and enable mixed
     precision; returns the torch dtype the model computes in (float16 for cbfloat16, its
-    proxy, with a warning: see the module docstring)."""
+    proxy, with a warning: see the module docstring).
+
+    Differences from the real system:
+        CSX computes in float32 until this is called (the real wafer always computes
+        mixed). `cbfloat16` computes in float16, its proxy dtype, as the real
+        package does off the wafer: float16's range, and a grad scaler maximum of
+        2**15.
+    """
     names = {v: k for k, v in _HALF.items()}
     if isinstance(value, torch.dtype) and value in names:
         name = names[value]

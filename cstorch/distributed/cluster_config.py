@@ -158,7 +158,16 @@ class _Notifications(_Checked):
 @dataclass
 class ClusterConfig:
     """The wafer cluster of a CSX run (see the module docstring for what each field does
-    here)."""
+    here).
+
+    Differences from the real system:
+        Fields other than `num_csx`, `num_workers_per_csx` and `mgmt_address` are
+        accepted, validated and ignored, and the
+        `CEREBRAS_WAFER_SCALE_CLUSTER_DEFAULTS` file is not read. `num_csx=N` runs
+        the step data-parallel on N XLA devices (on CPU,
+        `XLA_FLAGS=--xla_force_host_platform_device_count=N` before JAX starts); the
+        step sees the global batch.
+    """
 
     DEFAULT = object()
 

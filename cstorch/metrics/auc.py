@@ -33,7 +33,11 @@ def _host_value(t: torch.Tensor):
 
 class AUCMetric(Metric):
     """ROC-AUC (default) or PR-AUC of binary predictions in [0, 1]; labels > 0 are
-    positives; `weights` (broadcastable to `labels`) weight each example (0 masks)."""
+    positives; `weights` (broadcastable to `labels`) weight each example (0 masks).
+
+    Differences from the real system:
+        AUC works on CSX too (the real one raises there).
+    """
 
     def __init__(self, num_thresholds: int = 200, curve: str = "ROC", name: Optional[str] = None,
                  summation_method: str = "interpolation", thresholds: Optional[Sequence[float]] = None):

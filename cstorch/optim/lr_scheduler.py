@@ -40,7 +40,11 @@ class ConstantLR(LRScheduler, _s.ConstantScheduler):
 
 class PolynomialLR(LRScheduler, _s.PolynomialScheduler):
     """Polynomial decay from `initial_learning_rate` to `end_learning_rate` over
-    `total_iters` steps (see PolynomialScheduler)."""
+    `total_iters` steps (see PolynomialScheduler).
+
+    Differences from the real system:
+        `cycle=True` cycles (the Keras rule); the real code ignores it.
+    """
 
     initial_val = _alias("initial_learning_rate")
     end_val = _alias("end_learning_rate")
@@ -180,7 +184,12 @@ class LambdaLR(LRScheduler, _s.LambdaScheduler):
 class CosineAnnealingWarmRestarts(LRScheduler, _s.CosineAnnealingWarmRestartsScheduler):
     """Cosine annealing from `initial_learning_rate` to `eta_min`, restarting every `T_0`
     steps (T_mult must be 1). Unlike the real library's formula, the value keeps
-    following the cosine after the first restart (see CosineAnnealingWarmRestartsScheduler)."""
+    following the cosine after the first restart (see CosineAnnealingWarmRestartsScheduler).
+
+    Differences from the real system:
+        It restarts properly (`t mod T_0`, as torch); the real code is piecewise
+        constant after the first period.
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -229,7 +238,11 @@ class CyclicLR(LRScheduler, _s.CyclicScheduler):
 
 class OneCycleLR(LRScheduler, _s.OneCycleScheduler):
     """The 1cycle policy from `initial_learning_rate` (torch's max_lr / div_factor) up to
-    `max_lr` and down to `initial_learning_rate / final_div_factor`."""
+    `max_lr` and down to `initial_learning_rate / final_div_factor`.
+
+    Differences from the real system:
+        The learning rate holds its minimum after `total_steps`.
+    """
 
     initial_val = _alias("initial_learning_rate")
     max_val = _alias("max_lr")

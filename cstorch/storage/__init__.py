@@ -28,7 +28,17 @@ def save(state_dict, ckpt_path, *, allow_pickle: bool = False) -> None:
     the device's latest values, so the file holds the state of the last step run. In
     a multi-process run every process holds the same state and only process 0 writes.
     Ctrl-C or SIGTERM during the write abandons it (no file, no temporary file) and
-    then raises KeyboardInterrupt, or exits (SIGTERM); see `interrupts.py`."""
+    then raises KeyboardInterrupt, or exits (SIGTERM); see `interrupts.py`.
+
+    Differences from the real system:
+        Pickled objects only with `allow_pickle=True` on save and load (without it they
+        load as `PickledObject` placeholders). Only tensors, arrays and pickled objects are
+        linked when repeated (the real writer links any repeated object, which is read).
+        `int8` and complex tensors get no RtFx code. S3 paths and safetensors are not
+        supported. The file is written in the HDF5 1.10 format with Fletcher-32 on every
+        chunk and CRC-32s in the HDF5 user block, which other readers of the format, the
+        real library included, skip.
+    """
     b = backend()
     if b is not None:
         b.run.sync_state_to_host()
@@ -42,7 +52,13 @@ def load(ckpt_path, map_location=None, *, allow_pickle: bool = False, **kwargs):
     a torch pickle (also a file object). Pickled objects in an H5 file come back as
     `PickledObject`s unless `allow_pickle=True`, which also lets `torch.load` unpickle
     (`weights_only=False`). A file that is not a checkpoint, or a damaged one, raises
-    `InvalidCheckpointError` naming the file and the entry at fault."""
+    `InvalidCheckpointError` naming the file and the entry at fault.
+
+    Differences from the real system:
+        Format versions below 0.5 (legacy) and external links are refused with a
+        clear error; S3 paths and safetensors are not supported. A torch pickle is
+        read with `weights_only=True` unless `allow_pickle=True`.
+    """
     if not isinstance(ckpt_path, (str, os.PathLike)):
         return torch_load(ckpt_path, map_location, allow_pickle, **kwargs)
     return detect(ckpt_path).load(os.fspath(ckpt_path), map_location, allow_pickle, **kwargs)

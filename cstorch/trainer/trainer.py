@@ -96,6 +96,19 @@ def _holding_model_dir(method):
 
 
 class Trainer:
+    """The Model Zoo Trainer: one experiment (model, optimizer, schedulers, precision, the
+    training loop with validation, checkpoints, logging, callbacks) run by `fit`,
+    `validate` and `validate_all` on one backend.
+
+    Differences from the real system:
+        `sparsity` and `autorestart` are not supported (clear errors), and there is no
+        `executor` attribute. On CSX the step computes in float32 unless `MixedPrecision`
+        is given (the real wafer is always mixed). The `eval/loss` and `throughput`
+        (samples/s) scalar names are cstorch's. A hook's exception propagates with its own
+        type and a note naming the callback and hook (the real Trainer wraps it in a
+        `RuntimeError`).
+    """
+
     def __init__(self, device: Optional[str] = None, backend=None, model_dir: Optional[str] = None,
                  model: Union[torch.nn.Module, Callable[[], torch.nn.Module], None] = None, optimizer=None,
                  schedulers=None, precision: Optional[MixedPrecision] = None, sparsity=None,

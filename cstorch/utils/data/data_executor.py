@@ -77,6 +77,23 @@ def _check_steps(name: str, value, lowerbound: int) -> None:
 
 
 class DataExecutor:
+    """Runs the steps of a training or evaluation run over a `DataLoader`: `num_steps`,
+    checkpoint steps (`checkpoint_steps`) and activation steps, with the batches
+    prepared ahead by a producer thread. `iter(executor)` starts the run at once (the
+    pre-initial step, `iteration == -1`).
+
+    Differences from the real system:
+        A background producer thread runs the loader ahead of the step (on every
+        backend) and, on CSX, starts each batch's copy to the device; the order and
+        number of batches taken from the loader are those of a run without prefetch.
+        A loader's exception is raised at the step that takes its batch. A loader
+        drawing from torch's global RNG (`shuffle=True` without a `generator`)
+        interleaves its draws with the main thread's in timing order: give it its
+        own generator, or set `prefetch_batches = 0`. On CSX a batch of another size
+        is refused by the compiled step (`StaticGraphError`), not by the loader.
+        `profiler.flops_utilization` is None and no `performance.json` is written.
+    """
+
     iteration: int  # the 0-based step being run (-1 before the first)
 
     def __init__(self, dataloader: DataLoader, num_steps: Optional[int] = None,

@@ -72,7 +72,14 @@ def _workers_per_csx() -> int:
 class DataLoader:
     """Wraps `input_fn(*args, **kwargs)`, which returns a torch DataLoader or any
     iterable of (nested) tensors, once per data worker. The loaders are built on first
-    use; the arguments are deep-copied so later changes by the caller do not leak in."""
+    use; the arguments are deep-copied so later changes by the caller do not leak in.
+
+    Differences from the real system:
+        With `ClusterConfig(num_workers_per_csx=W)` the W data workers are threads
+        of one process: `input_fn` is called W times and global batch k comes from
+        worker k % W; `len(DataLoader)` is the sum of the workers' lengths, and
+        every worker streams whole global batches.
+    """
 
     def __init__(self, input_fn: Callable, *args, **kwargs):
         if not callable(input_fn):

@@ -159,6 +159,9 @@ ADAFACTOR = PublicOptimizer(
     doc="Adafactor. With `relative_step=True` the step size comes from the step count (pass `lr=None`); "
         "`warmup_init` needs `relative_step`; `scale_parameter` scales it by the parameter's RMS; `clip_threshold` "
         "caps the update's RMS; `beta1` adds a first moment; `weight_decay` is decoupled and scaled by the same "
-        "step size. One `cstorch::adafactor_update` op per param group.")
+        "step size. One `cstorch::adafactor_update` op per param group.\n\n"
+        "Differences from the real system:\n"
+        "    `relative_step`, `warmup_init`, `clip_threshold` and `beta1` work, with Hugging Face's semantics (the "
+        "real system rejects them).")
 
 register(ADAFACTOR_ALGORITHM, ADAFACTOR)

@@ -104,7 +104,11 @@ ADAM = PublicOptimizer(
     check=check_adam_hyperparameters, defaults=_defaults(lambda a: True), hyper=_hyper(False),
     convert_state_dict=steps_from_beta_powers,
     doc="Adam; `weight_decay` is L2 regularisation added to the gradient. One `cstorch::adam_update` op per "
-        "param group.")
+        "param group.\n\n"
+        "Differences from the real system:\n"
+        "    The math follows torch.optim: `eps` is added after the bias correction (the real system adds it "
+        "before, as Hugging Face does). A state dict of the real system's `beta1_power` layout is converted "
+        "on load.")
 
 ADAMW = PublicOptimizer(
     "AdamW", ADAM_ALGORITHM,
@@ -114,6 +118,10 @@ ADAMW = PublicOptimizer(
     check=check_adam_hyperparameters, defaults=_defaults(lambda a: a["correct_bias"]), hyper=_hyper(True),
     convert_state_dict=steps_from_beta_powers,
     doc="AdamW; `weight_decay` is decoupled (p *= 1 - lr*wd). `correct_bias=False` drops the bias correction "
-        "(BERT's variant). One `cstorch::adam_update` op per param group.")
+        "(BERT's variant). One `cstorch::adam_update` op per param group.\n\n"
+        "Differences from the real system:\n"
+        "    The math follows torch.optim: `eps` is added after the bias correction (the real system adds it "
+        "before, as Hugging Face does). A state dict of the real system's `beta1_power` layout is converted "
+        "on load.")
 
 register(ADAM_ALGORITHM, ADAM, ADAMW)

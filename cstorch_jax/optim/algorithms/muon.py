@@ -130,6 +130,9 @@ MUON = PublicOptimizer(
                             nesterov=a["nesterov"], ns_steps=a["ns_steps"]),
     hyper=lambda g: MuonHyper(float(g["momentum"]), bool(g["nesterov"]), int(g["ns_steps"])),
     doc="Muon for matrices (and stacks of them / conv kernels). Biases, norm gains and other 1-D parameters are "
-        "rejected: give them their own optimizer, e.g. AdamW. One `cstorch::muon_update` op per param group.")
+        "rejected: give them their own optimizer, e.g. AdamW. One `cstorch::muon_update` op per param group.\n\n"
+        "Differences from the real system:\n"
+        "    A 1-D parameter is a clear error; Newton-Schulz runs in float32; the momentum buffer is kept in the "
+        "state (the real code never stores it).")
 
 register(MUON_ALGORITHM, MUON)

@@ -95,6 +95,8 @@ NADAM = PublicOptimizer(
     hyper=lambda g: NAdamHyper(float(g["betas"][0]), float(g["betas"][1]), float(g["eps"]),
                                float(g["momentum_decay"])),
     global_step=True,
-    doc="NAdam with torch.optim.NAdam's math (weight decay as L2); one `cstorch::nadam_update` op per param group.")
+    doc="NAdam with torch.optim.NAdam's math (weight decay as L2); one `cstorch::nadam_update` op per param group.\n\n"
+        "Differences from the real system:\n"
+        "    The momentum term follows torch.optim.NAdam.")
 
 register(NADAM_ALGORITHM, NADAM)

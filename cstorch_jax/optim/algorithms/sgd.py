@@ -69,6 +69,10 @@ SGD = PublicOptimizer(
     defaults=lambda a: dict(lr=a["lr"], momentum=a["momentum"], dampening=a["dampening"],
                             weight_decay=a["weight_decay"], nesterov=a["nesterov"], maximize=a["maximize"]),
     hyper=lambda g: SGDHyper(float(g["momentum"]), float(g["dampening"]), bool(g["nesterov"]), bool(g["maximize"])),
-    doc="SGD; the update is one `cstorch::sgd_update` op per param group. The momentum buffer starts at zero.")
+    doc="SGD; the update is one `cstorch::sgd_update` op per param group. The momentum buffer starts at zero.\n\n"
+        "Differences from the real system:\n"
+        "    The real system's defaults and argument names; the same parameters as torch.optim.SGD after 50 "
+        "steps (<= 1e-5). As the momentum buffer starts at zero, with `dampening != 0` the first step is "
+        "`(1 - dampening)` of torch's.")
 
 register(SGD_ALGORITHM, SGD)

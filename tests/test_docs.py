@@ -1,0 +1,170 @@
+"""The documentation: the site under docs/ builds with `mkdocs build --strict` (a broken link,
+a missing reference target or a name that no longer exists fails it), its API reference
+has an entry for every public name of the real `cerebras.pytorch` 2.10 (the API inventory,
+`tests/api/inventory_2_10.json`), every Python code block of README.md and docs/ runs, and
+the README stays short.
+
+Code blocks: the blocks of one page run in order, in one namespace, in a fresh Python
+process whose working directory is a temporary folder (one backend per process, as the real
+API allows). A block that cannot run here is marked on the line before it with
+`<!-- norun: REASON -->`; the reason must be given.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+INVENTORY = json.loads((ROOT / "tests" / "api" / "inventory_2_10.json").read_text())
+REAL_PREFIX = "cerebras.pytorch"
+README_LIMIT = 12 * 1024
+
+NORUN = re.compile(r"^<!--\s*norun:(?P<reason>.*?)-->\s*$")
+FENCE_OPEN = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
+
+
+@dataclass
+class Block:
+    """A fenced Python block of a Markdown page: its first code line (1-based), its code and,
+    when it is marked not runnable, the stated reason ("" when the marker gives none)."""
+    line: int
+    code: str
+    norun: str | None
+
+
+def python_blocks(path: Path) -> list[Block]:
+    """The top-level ```python blocks of a Markdown file, in order."""
+    lines = path.read_text().splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        match = FENCE_OPEN.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        start, i = i, i + 1
+        body = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i])
+            i += 1
+        i += 1  # the closing fence
+        if match["lang"] not in ("python", "py"):
+            continue
+        before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
+        marker = NORUN.match(before.strip())
+        blocks.append(Block(start + 2, "\n".join(body) + "\n", marker["reason"].strip() if marker else None))
+    return blocks
+
+
+def markdown_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+PAGES_WITH_CODE = [p for p in markdown_pages() if any(b.norun is None for b in python_blocks(p))]
+
+#: runs a page's blocks (JSON on stdin) in one namespace; a failing block is named by its line
+RUNNER = r"""
+import json, sys, traceback
+page, blocks = json.load(sys.stdin)
+namespace = {"__name__": "__main__"}
+for line, code in blocks:
+    try:
+        exec(compile(code, f"{page}:{line}", "exec"), namespace)
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(f"the code block of {page} at line {line} failed")
+"""
+
+
+def test_the_block_parser_reads_fences_markers_and_reasons(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("text\n\n```python\na = 1\n```\n\n<!-- norun: needs a GPU -->\n```python\nb = 2\n```\n"
+                    "<!-- norun: -->\n\n```python\nc = 3\n```\n```bash\nls\n```\n")
+    assert python_blocks(page) == [Block(4, "a = 1\n", None), Block(9, "b = 2\n", "needs a GPU"),
+                                   Block(14, "c = 3\n", "")]
+
+
+def test_the_runner_names_the_failing_block(tmp_path):
+    blocks = [(3, "x = 1\n"), (8, "assert x == 2, 'x is 1'\n")]
+    proc = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(["page.md", blocks]),
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "the code block of page.md at line 8 failed" in proc.stderr and "x is 1" in proc.stderr
+
+
+def test_every_norun_marker_states_its_reason():
+    unexplained = [f"{p.relative_to(ROOT)}:{b.line}" for p in markdown_pages() for b in python_blocks(p)
+                   if b.norun == ""]
+    assert unexplained == [], "a block marked `<!-- norun: -->` must say why it cannot run"
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_code_blocks_run(page, tmp_path):
+    blocks = [(b.line, b.code) for b in python_blocks(page) if b.norun is None]
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER], input=json.dumps([str(page.relative_to(ROOT)), blocks]),
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"},
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-8000:]}"
+
+
+def test_the_readme_is_short():
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_LIMIT, f"README.md is {size} bytes; keep it under {README_LIMIT} and move the rest into docs/"
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory, request):
+    """The site built once per test run with `mkdocs build --strict` into a temporary folder
+    (shared by the xdist workers through a lock), and the build's return code and log."""
+    from filelock import FileLock
+
+    in_xdist_worker = hasattr(request.config, "workerinput")
+    shared = tmp_path_factory.getbasetemp().parent if in_xdist_worker else tmp_path_factory.getbasetemp()
+    out, log = shared / "docs-site", shared / "docs-site.json"
+    with FileLock(str(shared / "docs-site.lock")):
+        if not log.is_file():
+            proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                                  capture_output=True, text=True, timeout=600, cwd=ROOT,
+                                  env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+            log.write_text(json.dumps([proc.returncode, proc.stderr]))
+    returncode, stderr = json.loads(log.read_text())
+    return out, returncode, stderr
+
+
+def test_the_site_builds_in_strict_mode(site):
+    out, returncode, stderr = site
+    assert returncode == 0, f"mkdocs build --strict failed:\n{stderr[-8000:]}"
+    for page in ["index.html", "get-started/index.html", "reference/cstorch/index.html",
+                 "reference/flags/index.html", "reference/cli/index.html", "assets/results.png"]:
+        assert (out / page).is_file(), page
+
+
+def _reference_anchors(out: Path) -> set[str]:
+    anchors = set()
+    for html in (out / "reference").rglob("*.html"):
+        anchors |= set(re.findall(r'\bid="([^"]+)"', html.read_text()))
+    return anchors
+
+
+def test_the_reference_has_an_entry_for_every_public_name_of_the_inventory(site):
+    from tests.api.test_inventory import NOT_IN_REAL
+
+    out, returncode, _ = site
+    assert returncode == 0, "the site did not build"
+    anchors = _reference_anchors(out)
+    missing = [f"cstorch{module[len(REAL_PREFIX):]}.{name}"
+               for module, names in INVENTORY["modules"].items() for name in names
+               if f"{module}.{name}" not in NOT_IN_REAL
+               and f"cstorch{module[len(REAL_PREFIX):]}.{name}" not in anchors]
+    assert missing == [], f"public names without a reference entry: {missing}"
+    # the check can fail: a name the reference does not hold is reported
+    assert "cstorch.no_such_name" not in anchors
