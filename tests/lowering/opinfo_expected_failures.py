@@ -96,9 +96,9 @@ EXPECTED_FAILURES |= before("2.13", {
 })
 
 _TIES = ("ties, frequent at 8 or 11 significant bits, resolved to another index than eager's (the values agree; "
-         "README: known differences)")
+         "docs/reference/op-coverage.md: known differences)")
 _SMALL_SAMPLE = ("rounding on one small sample, outside the judge's factor 2 there; as accurate as eager on larger "
-                 "random inputs (README: op coverage)")
+                 "random inputs (docs/reference/op-coverage.md)")
 
 #: failures of the float32 list that are float32-only (they pass, or are out of scope, in 16 bits)
 FLOAT32_ONLY = {("linalg.svd", "forward"), ("linalg.eigh", "forward"), ("matrix_exp", "forward"),

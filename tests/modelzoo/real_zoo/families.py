@@ -1,5 +1,5 @@
 """Try the Model Zoo's other language-model families the way the tests in this folder try
-gpt3, llama and mixtral, and print one table row per family (the README's list):
+gpt3, llama and mixtral, and print one table row per family (the list in docs/guides/modelzoo.md):
 
     python -m tests.modelzoo.real_zoo.families [family ...]
 
@@ -337,14 +337,14 @@ def _prepare_gpt(family: str, tmp: Path) -> tuple[str, Path]:
 
 
 def prepare(family: str, tmp: Path) -> tuple[str, Path]:
-    """(the family's README name, its shrunk YAML in `tmp`, with its synthetic data there)."""
+    """(the family's name in docs/guides/modelzoo.md, its shrunk YAML in `tmp`, with its synthetic data there)."""
     name, params = _prepare_recipe(family, RECIPES[family], tmp) if family in RECIPES else _prepare_gpt(family, tmp)
     _set_micro_batch_sizes(params, 4)
     return name, params
 
 
 def try_family(family: str) -> str:
-    """One README row: `| family, YAML | result |`."""
+    """One row of docs/guides/modelzoo.md's table: `| family, YAML | result |`."""
     with tempfile.TemporaryDirectory() as tmp:
         name = family
         try:

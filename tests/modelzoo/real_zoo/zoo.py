@@ -5,7 +5,7 @@ A YAML is changed only through its own keys (`shrink` refuses a key the file doe
 have), to make the run small: sizes, steps, data paths. Each run is a process of its own
 whose PYTHONPATH is this folder's `zoo_env` (start-up, see its sitecustomize), the
 packages of `requirements-modelzoo.txt` installed beside cstorch (`.modelzoo-deps`, as the
-README says) and the snapshot's `src/`."""
+docs/guides/modelzoo.md says) and the snapshot's `src/`."""
 from __future__ import annotations
 
 import copy
