@@ -277,8 +277,54 @@ def lowerings_page() -> str:
     return "\n".join(lines)
 
 
+def _expected_failures_module():
+    import importlib.util
+
+    path = ROOT / "tests" / "lowering" / "opinfo_expected_failures.py"
+    spec = importlib.util.spec_from_file_location("opinfo_expected_failures", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _failure_table(entries: dict) -> list[str]:
+    rows = ["| OpInfo entry | check | reason |", "|---|---|---|"]
+    for key in sorted(entries):
+        name, mode, *dtype = key
+        check = mode + (f", {dtype[0]}" if dtype else "")
+        reason = entries[key].replace("|", "\\|")
+        rows.append(f"| `{name}` | {check} | {reason} |")
+    return rows + [""]
+
+
+def known_failures_page() -> str:
+    """Every OpInfo check the suite expects to fail, with its reason, from the lists the tests
+    use (`tests/lowering/opinfo_expected_failures.py`)."""
+    m = _expected_failures_module()
+    base = {k: v for k, v in m.EXPECTED_FAILURES.items() if not any(k in e for e in m.EXPECTED_BEFORE.values())}
+    every = {k: v for k, v in base.items() if k not in m.FLOAT32_ONLY}
+    half = {k: v for k, v in m.HALF_EXPECTED_FAILURES.items()
+            if not any(k in e for e in m.HALF_EXPECTED_BEFORE.values())}
+    lines = ["# The OpInfo checks cstorch does not pass", "",
+             "Generated from `tests/lowering/opinfo_expected_failures.py`, the lists the OpInfo tests "
+             "use: a check listed here may fail (the test is an expected failure with this reason); "
+             "any other failing check fails the suite. How the checks judge a result: "
+             "[Op coverage](op-coverage.md).", "",
+             f"## In every dtype ({len(every)})", "", *_failure_table(every),
+             f"## In float32 only ({len(m.FLOAT32_ONLY)})", "",
+             *_failure_table({k: base[k] for k in m.FLOAT32_ONLY}),
+             f"## In bfloat16 or float16 only ({len(half)})", "", *_failure_table(half)]
+    for release in sorted(set(m.EXPECTED_BEFORE) | set(m.HALF_EXPECTED_BEFORE)):
+        older = {**m.EXPECTED_BEFORE.get(release, {}), **m.HALF_EXPECTED_BEFORE.get(release, {})}
+        lines += [f"## Under torch older than {release} ({len(older)})", "",
+                  "Failures of an older supported torch's behaviour or its op_db's sample values, not "
+                  "of cstorch's (a check without a dtype fails in every dtype).", "", *_failure_table(older)]
+    return "\n".join(lines)
+
+
 GENERATED = {
     "reference/lowerings.md": lowerings_page,
+    "reference/known-failures.md": known_failures_page,
     **{page: (lambda page=page: api_page(page)) for page in API_PAGES},
     "reference/unsupported.md": unsupported_page,
     "reference/flags.md": flags_page,
