@@ -66,7 +66,12 @@ DeviceType = Literal["wgth", "acth", "wafer"]
 
 
 def device_annotation(device: DeviceType, enable_fwd=True, enable_bwd=True):
-    """A decorator placing a function's operations on a part of the cluster (no effect here)."""
+    """A decorator placing a function's operations on a part of the cluster (no effect here).
+
+    Differences from the real system:
+        The device is validated (the real error) and nothing changes: it warns once,
+        as the real one does off the wafer.
+    """
     if device not in ("wgth", "acth", "wafer"):
         raise TypeError("Expected `device` to be one of ('wgth', 'acth', 'wafer').")
     return _no_effect("a device annotation (cstorch.device_annotation)")
@@ -94,7 +99,12 @@ def _overloads(op) -> list:
 
 def register_decomposition(op: Union[torch._ops.OpOverloadPacket, torch._ops.OpOverload],
                            device: Literal["CSX", "CPU"] = "CSX") -> Callable:
-    """A decorator making its function the decomposition of `op` (see the module docstring)."""
+    """A decorator making its function the decomposition of `op` (see the module docstring).
+
+    Differences from the real system:
+        `register_decomposition(op)(fn)` replaces `op` by `fn` in the steps compiled
+        after it; with `device="CPU"`, `fn` becomes the eager CPU kernel of `op`.
+    """
     device = str(device).upper()
     if device not in ("CSX", "CPU"):
         raise ValueError(f"Registering decompositions for device {device} is not supported. Supported devices are: "

@@ -34,7 +34,12 @@ def _stack() -> list:
 @contextlib.contextmanager
 def name_scope(name: str, raw: bool = False) -> Iterator[None]:
     """Name the operations run inside the block `name` (nested scopes join with ".";
-    `raw=True` uses `name` as it is)."""
+    `raw=True` uses `name` as it is).
+
+    Differences from the real system:
+        The names are recorded and change nothing in the compiled step; the same holds
+        for `set_debug_scope`, `add_debug_name` and `get_debug_name`.
+    """
     if not isinstance(name, str):
         raise TypeError(f"name_scope takes a str name, got {type(name).__name__}")
     stack = _stack()

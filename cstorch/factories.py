@@ -69,7 +69,12 @@ def zeros_like(other: torch.Tensor, dtype=None) -> torch.Tensor:
 
 
 def tensor(*args, **kwargs) -> torch.Tensor:
-    """`torch.tensor(*args, **kwargs)` on the backend's device (see the module docstring)."""
+    """`torch.tensor(*args, **kwargs)` on the backend's device (see the module docstring).
+
+    Differences from the real system:
+        On CSX the tensor is not yet state of the run: inside a step it is a constant
+        of the step, like any tensor that nothing owns.
+    """
     b = _current_backend()
     alone = len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor)
     if b is None:
@@ -84,7 +89,11 @@ def tensor(*args, **kwargs) -> torch.Tensor:
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """The tensor's values as a numpy array (bfloat16 as `ml_dtypes.bfloat16`)."""
+    """The tensor's values as a numpy array (bfloat16 as `ml_dtypes.bfloat16`).
+
+    Differences from the real system:
+        bfloat16 values travel as `ml_dtypes.bfloat16` arrays (also in `from_numpy`).
+    """
     if isinstance(tensor, np.ndarray):
         return tensor
     if tensor.dtype == torch.bfloat16:

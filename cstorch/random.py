@@ -20,6 +20,13 @@ def _csx_state():
 
 
 def get_rng_state() -> torch.Tensor:
+    """The RNG state of the backend: torch's generator state on CPU/GPU (or without a
+    backend), the XLA key of the compiled steps on CSX. cstorch only.
+
+    Differences from the real system:
+        The real system seeds its RNG from `torch.initial_seed()` and cannot save it;
+        here `get_rng_state`, `set_rng_state` and `manual_seed` save, restore and seed it.
+    """
     ds = _csx_state()
     if ds is None:
         return torch.get_rng_state()

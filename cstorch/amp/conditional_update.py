@@ -43,7 +43,11 @@ def isfinite(optimizer) -> Union[torch.Tensor, bool]:
 
 
 def update_if_finite(optimizer, tensor: torch.Tensor) -> None:
-    """Keep the coming change of `tensor` only if this step's gradients are finite."""
+    """Keep the coming change of `tensor` only if this step's gradients are finite.
+
+    Differences from the real system:
+        Outside a traced step it does nothing.
+    """
     frames = _frames()
     if not frames:
         return
@@ -78,5 +82,9 @@ def conditional_updates(fn: Callable) -> Callable:
 
 
 def setup_optimizer(optimizer):
-    """`optimizer` itself (see the module docstring)."""
+    """`optimizer` itself (see the module docstring).
+
+    Differences from the real system:
+        It returns the optimizer unchanged: the GradScaler needs no stash here.
+    """
     return optimizer

@@ -27,7 +27,17 @@ from ..storage.orbax_dir import write_orbax
 
 def save_sharded(state_dict, directory) -> None:
     """Write `state_dict` as a new cstorch orbax directory, tensors the devices hold
-    written from their device shards (see the module docstring)."""
+    written from their device shards (see the module docstring). cstorch only.
+
+    Differences from the real system:
+        Call it in the loop body between steps (a checkpoint closure has already
+        brought the state to the host) and in every process. Tensors the devices do not
+        hold, or hold as another dtype (int64 computed as int32), come from the host.
+        `cstorch.load` reads each array whole into the host;
+        `cstorch_jax.orbax.load_arrays(dir, shardings)` restores arrays straight onto any
+        mesh's shardings, which runs do not use yet (between runs the host tensors are
+        the truth).
+    """
     directory = os.fspath(directory)
     if os.path.exists(directory):
         raise FileExistsError(f"Checkpoint at '{directory}' already exists. Please delete the checkpoint and run "

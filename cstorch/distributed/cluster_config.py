@@ -166,7 +166,8 @@ class ClusterConfig:
         `CEREBRAS_WAFER_SCALE_CLUSTER_DEFAULTS` file is not read. `num_csx=N` runs
         the step data-parallel on N XLA devices (on CPU,
         `XLA_FLAGS=--xla_force_host_platform_device_count=N` before JAX starts); the
-        step sees the global batch.
+        step sees the global batch, so BatchNorm statistics span all devices. A global
+        batch that N does not divide, or N above the device count, is a clear error.
     """
 
     DEFAULT = object()

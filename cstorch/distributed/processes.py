@@ -12,6 +12,11 @@ total. Every process runs the same script on the same global batches; each uploa
 only its devices' slices, and every process sees the (replicated) step outputs.
 
 `python -m cstorch.distributed.launch` starts such a run on one machine (loopback).
+
+Differences from the real system:
+    Every process runs the script on the same global batches and uploads only its
+    devices' slices. Step closures run in every process, and `cstorch.save` writes
+    only on process 0. `num_csx` is the total device count of all processes.
 """
 from __future__ import annotations
 

@@ -59,7 +59,13 @@ def num_streamers() -> int:
 
 
 def get_streaming_rank() -> int:
-    """The calling data worker's id (0 outside a worker)."""
+    """The calling data worker's id (0 outside a worker).
+
+    Differences from the real system:
+        The data workers of `ClusterConfig(num_workers_per_csx=W)` are threads of one
+        process and `input_fn` is called once per worker: inside it this is the worker's
+        id.
+    """
     w = _current()
     return w.rank if w is not None else 0
 
@@ -85,7 +91,11 @@ def is_master_ordinal(local: bool = False) -> bool:
 
 
 def is_receiver() -> bool:
-    """Whether the calling code receives the step's outputs (the training loop, not a data worker)."""
+    """Whether the calling code receives the step's outputs (the training loop, not a data worker).
+
+    Differences from the real system:
+        The training loop is the one receiver (`num_receivers()` is 1).
+    """
     return not is_streamer()
 
 
@@ -96,7 +106,11 @@ def num_receivers() -> int:
 
 def get_streaming_batch_size(effective_batch_size: int, global_rank: Optional[int] = None) -> int:
     """The batch size a data worker streams: the whole `effective_batch_size` (every
-    worker streams global batches; `global_rank` does not change that here)."""
+    worker streams global batches; `global_rank` does not change that here).
+
+    Differences from the real system:
+        It returns its argument: every worker streams whole global batches.
+    """
     if not isinstance(effective_batch_size, int):
         raise TypeError(f"Expected effective batch size to be an integer, but got type {type(effective_batch_size)} "
                         f"with value {effective_batch_size}.")

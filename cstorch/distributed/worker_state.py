@@ -39,6 +39,12 @@ def worker_state(state: DataLoaderCheckpoint):
 
 
 def get_worker_state() -> DataLoaderCheckpoint:
+    """Where the data stream stands (see the module docstring).
+
+    Differences from the real system:
+        `worker_step` counts the batches of this worker that steps consumed, never
+        those prefetched; the counts are for the current run.
+    """
     if _current is None:
         raise RuntimeError(
             "get_worker_state() is only available inside the state_dict() or load_state_dict() method of a "

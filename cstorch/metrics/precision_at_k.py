@@ -11,7 +11,11 @@ class PrecisionAtKMetric(AtKMetric):
     """Precision@K = TP@K / (TP@K + FP@K): per row of `predictions` [batch, classes],
     TP@K counts the labels (`labels` [batch, num_labels] class ids) among the k
     highest-scored classes and FP@K = k - TP@K; rows are weighted by `weights` (a scalar
-    or [batch])."""
+    or [batch]).
+
+    Differences from the real system:
+        It works on CSX too (the real one raises there).
+    """
 
     def reset(self):
         self.register_state("true_positive_at_k", torch.tensor(0.0))

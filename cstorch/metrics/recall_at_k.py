@@ -10,7 +10,11 @@ from .auc import _host_value
 class RecallAtKMetric(AtKMetric):
     """Recall@K = TP@K / (TP@K + FN@K): per row, TP@K counts the labels among the k
     highest-scored classes and FN@K = num_labels - TP@K; rows are weighted by `weights`
-    (a scalar or [batch])."""
+    (a scalar or [batch]).
+
+    Differences from the real system:
+        It works on CSX too (the real one raises there).
+    """
 
     def reset(self):
         self.register_state("true_positive_at_k", torch.tensor(0.0))

@@ -26,6 +26,10 @@ compiles (XLA fuses it). Shapes use the real docstrings' names.
 The `CSX*` classes are the real system's autograd functions of these kernels; their
 `apply(...)` computes the same as the function above. The mesh transfer ones are not
 provided (see cstorch.unsupported).
+
+Differences from the real system:
+    The wafer kernels are their torch expressions here (`ranged_matmul` computes every
+    column); scopes have no effect.
 """
 from __future__ import annotations
 
@@ -135,7 +139,12 @@ def matmul(weight: torch.Tensor, input_value: torch.Tensor, weight_transposed: t
 
 def ranged_matmul(weight: torch.Tensor, input_value: torch.Tensor, num_cols: torch.Tensor,
                   weight_transposed: torch.Tensor = None) -> torch.Tensor:
-    """`input_value [B, S, Hi] @ weight.T -> [B, S, Ho]` (every column computed)."""
+    """`input_value [B, S, Hi] @ weight.T -> [B, S, Ho]` (every column computed).
+
+    Differences from the real system:
+        Every column is computed (on the wafer only the first `num_cols[b]` of batch
+        `b` are defined).
+    """
     if weight.dim() != 2 or input_value.dim() != 3 or weight.shape[1] != input_value.shape[2]:
         raise AssertionError(f"ranged_matmul expects a 2D weight [Ho, Hi] and a 3D input_value [B, S, Hi]. Instead "
                              f"got weight.shape = {weight.shape} and input_value.shape = {input_value.shape}")

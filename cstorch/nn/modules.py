@@ -24,6 +24,9 @@ here) and computes torch's loss:
   background (its zeroed class does not count in the mean), else 1.
 * `Scope(scope_name)`: marks a named region of the wafer program; the identity here
   (`scope(x)` enters it, `scope.exit(x)` leaves it).
+
+Differences from the real system:
+    `use_autogen`, scopes and `Scope` have no effect.
 """
 from __future__ import annotations
 
@@ -210,7 +213,11 @@ class DiceCELoss(nn.Module):
 
 class Scope(nn.Module):
     """A named region of the wafer program: `scope(x)` enters it, `scope.exit(x)`
-    leaves it; both are the identity here."""
+    leaves it; both are the identity here.
+
+    Differences from the real system:
+        Scopes have no effect.
+    """
 
     def __init__(self, scope_name):
         super().__init__()

@@ -2,8 +2,8 @@
 
 `configure_optimizer("AdamW", params, learning_rate=1e-3, weight_decay=0.01)` finds the
 cstorch optimizer class by case-insensitive name and calls it; `configure_param_groups`
-splits a model's parameters into groups by weight decay (none for biases and
-normalization weights) and by learning-rate scale.
+splits a model's parameters into groups by weight decay (none for biases and the
+parameters of normalization layers) and by learning-rate scale.
 """
 from __future__ import annotations
 
@@ -97,7 +97,12 @@ def configure_param_groups(model: torch.nn.Module, optimizer_params: dict) -> li
       of the first key its name contains (else 1.0), stored in the group as
       `adjust_learning_rate` for `ScalePerParamLR`.
     Parameters sharing both values share a group; groups keep the model's order. The
-    two keys are removed from `optimizer_params` (the rest is for the optimizer)."""
+    two keys are removed from `optimizer_params` (the rest is for the optimizer).
+
+    Differences from the real system:
+        Biases and every parameter of a normalization layer get no weight decay, and
+        `adjust_learning_rate` matches parameters by name substring.
+    """
     weight_decay = optimizer_params.pop("weight_decay", 0.0)
     adjust = optimizer_params.pop("adjust_learning_rate", None) or {}
     no_decay: set[int] = set()

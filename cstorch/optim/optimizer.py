@@ -43,6 +43,15 @@ def live_optimizers() -> list["Optimizer"]:
 
 
 class Optimizer(torch.optim.Optimizer, abc.ABC):
+    """The base of cstorch's optimizers and of your own, written with torch ops
+    (`preinitialize`, `step`). It may be made before or after `cstorch.backend(...)`.
+
+    Differences from the real system:
+        State dicts use torch.optim's layout: a torch.optim checkpoint loads, and the
+        other way round; the real system's Adam/Adamax `beta1_power` layout is converted
+        on load.
+    """
+
     #: param-group keys that are float32 0-d state tensors (never frozen into a compiled step)
     TENSOR_HYPERPARAMS: ClassVar[tuple[str, ...]] = ("lr", "weight_decay")
     state_kind: ClassVar[str] = "optimizer"

@@ -6,6 +6,11 @@ runner's, built by the Trainer from `params["optimizer"]` (one set of optimizers
 `get_optimizer()` / `get_lr_scheduler()` return them once a runner was built on the
 model (None before, and when the run does not train). The runner
 (`cstorch.trainer.runner`) takes such a model in place of a torch module.
+
+Differences from the real system:
+    `PyTorchBaseModel` builds no optimizer of its own: `get_optimizer()` and
+    `get_lr_scheduler()` return the runner's (built by the Trainer), None before a runner
+    exists.
 """
 from __future__ import annotations
 

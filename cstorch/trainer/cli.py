@@ -46,6 +46,23 @@ fine; `jax.devices()` is not).
 
 Configuration mistakes (`ConfigError`) print `cstorch: error: <message>` (`cszoo: error:`
 when run as cszoo) and exit with status 2, without a traceback.
+
+Differences from the real system:
+    Models, data processors, callbacks and loggers are named by registered name, by
+    dotted import path (not into the standard library), by `file.py:Class` next to the
+    YAML (not a file of the Python installation) or, for models and data processors, by
+    a name that a Python file next to the YAML declares (see `cstorch.trainer.registry`).
+    Optimizers and schedulers are named by class name only (`cstorch.optim.catalog`).
+    An optimizer key the class does not take is dropped with a warning, as the real
+    trainer does (`Adam: {correct_bias: true}`). A `backend:` key naming a flag of
+    `cstorch.backends` (`csx.debug.*`) is ignored with a warning and any other unknown
+    key is an error (the real trainer ignores every key that is not an argument of the
+    backend). cszoo's cluster flags (`--mgmt_address`, `--job_labels`, `--mount_dirs`,
+    `--python_paths`, `--job_priority`, `--credentials_path`, `--disable_version_check`)
+    set the `ClusterConfig` field of their name, and only `mgmt_address` has an effect.
+    `cszoo`'s subcommands other than fit, validate and validate_all (model,
+    data_processor, config, checkpoint, lm_eval, ...), `--load_checkpoint_states`,
+    `--debug_args` and `--ini` are not implemented.
 """
 from __future__ import annotations
 

@@ -19,6 +19,11 @@ errors into one `ConfigError` whose lines name each wrong key by its full key pa
 (`trainer.init.model.depth: Input should be a valid integer (got 'x')`), an unknown key
 with the closest valid ones, a missing required key, and errors of the config's own
 validators and `post_init` at the section's path.
+
+Differences from the real system:
+    A config error names each key path
+    (`trainer.init.model.depth: Input should be a valid integer`). A data processor's
+    config gets `{"model": {"config": <model config>}}` as its `post_init` context.
 """
 from __future__ import annotations
 

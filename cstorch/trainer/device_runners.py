@@ -24,6 +24,11 @@ registered whenever the base runner can be used. Custom runners
 subclass one of these (or the base) and override hooks, calling super(); `run()` uses
 them when the factory returns them (the seed's "modify create": assign
 `PyTorchBaseRunner.create`) or through its `runner_cls` argument.
+
+Differences from the real system:
+    Legacy flat params only. There is no `PyTorchDistRunner` nor
+    `PyTorchCSAppliance`, and the runners' private attributes (`_model`, `_optimizer`,
+    ...) do not exist.
 """
 from __future__ import annotations
 

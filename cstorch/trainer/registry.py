@@ -50,6 +50,12 @@ the kind (`KIND_CLASSES`): a model is a `torch.nn.Module` subclass, a data proce
 class with a `create_dataloader()` method (Model Zoo's data processors), a callback a
 `Callback` subclass, a logger a `Logger` subclass. The YAML specs (`specs/`) call both,
 so that a name is checked before anything it names is called or instantiated.
+
+Differences from the real system:
+    A name that is not registered is looked up in the Python files of the YAML's
+    folder (and of its parent when that folder is `configs/`), which are read with `ast`
+    before only the declaring files are imported; what is found must still be a class of
+    its kind. The Model Zoo's own models and its `registry.yaml` are not included.
 """
 from __future__ import annotations
 

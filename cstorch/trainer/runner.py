@@ -301,7 +301,12 @@ class PyTorchBaseRunner:
     one (called once the backend exists). `params`: the legacy flat dict. `callbacks`,
     `loggers`: extra Trainer callbacks and the Trainer's loggers (default: its own).
     `base_dir`: the folder relative `path/to/file.py:Class` names in `params` are taken
-    from (the params file's folder; None: the working directory)."""
+    from (the params file's folder; None: the working directory).
+
+    Differences from the real system:
+        On CSX the in-step hooks (`on_train_batch_start`, the overridable steps) run
+        once, while the step is captured.
+    """
 
     def __init_subclass__(cls, device_runner: bool = False, **kwargs):
         super().__init_subclass__(**kwargs)

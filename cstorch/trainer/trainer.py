@@ -379,7 +379,12 @@ class Trainer:
         """Log scalars. Inside a train step they are step values, logged on log steps once
         the step has run, together (one step closure per step, with the step's loss and
         learning rate); inside a validation step they are logged at the current global
-        step; elsewhere at once, at the current global step."""
+        step; elsewhere at once, at the current global step.
+
+        Differences from the real system:
+            Values logged inside a train step are logged once per log step, with that
+            step's loss and learning rate.
+        """
         prefix = "".join(s + "/" for s in self._scopes)
         metrics = {prefix + k: v for k, v in metrics.items()}
         if self.step_kind == "train":

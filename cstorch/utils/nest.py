@@ -14,6 +14,10 @@ dict keys, list/tuple indices (namedtuple fields by index). Two walks exist:
 "Lazy" tensors are the real system's device tensors; here the tensors of a CSX backend
 live on its torch device (`cstorch.current_torch_device()`), so on CSX every tensor on
 that device counts as one and off CSX none does.
+
+Differences from the real system:
+    "Lazy" tensors are the tensors of a CSX backend (see above). Visit functions
+    are serialized with pickle (so they must be module-level functions), not dill.
 """
 from __future__ import annotations
 

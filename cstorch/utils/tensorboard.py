@@ -36,6 +36,9 @@ class SummaryWriter(_TorchSummaryWriter):
     that passes ``global_step=None`` (or omits it) records ``base_step``
     instead of torch's default of 0. ``base_step`` is a public attribute and
     may be changed between calls.
+
+    Differences from the real system:
+        A call without ``global_step`` records ``base_step``.
     """
 
     def __init__(self, *args, base_step: int = 1, **kwargs):
@@ -131,6 +134,10 @@ class SummaryReader:
     ``add_scalars`` writes each series to its own subdirectory under one tag,
     so those series merge too: read each subdirectory with its own reader to
     keep them apart.
+
+    Differences from the real system:
+        The ``add_scalars`` series (one subdirectory each) are read back merged
+        under their tag.
 
     Raises:
         FileNotFoundError: if a given directory does not exist.

@@ -26,7 +26,14 @@ class Callback:
     """Hooks the Trainer calls (all no-ops here), and state saved in checkpoints: a
     callback that defines its own `state_dict()` has it saved under `state_key` (its class
     name unless overridden) in the checkpoint's "callbacks" entry, and given back through
-    `load_state_dict` when the checkpoint is loaded (as Lightning's callbacks)."""
+    `load_state_dict` when the checkpoint is loaded (as Lightning's callbacks).
+
+    Differences from the real system:
+        Callback state in checkpoints is cstorch's own (as Lightning's); two callbacks
+        with state under one `state_key` are refused when the Trainer is built. A
+        hook's exception propagates with its own type and a note naming the callback
+        and hook (the real Trainer wraps it in a `RuntimeError`).
+    """
 
     @property
     def state_key(self) -> str:

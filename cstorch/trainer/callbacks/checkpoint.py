@@ -30,6 +30,14 @@ log = logging.getLogger("cstorch.trainer")
 
 
 class Checkpoint(CoreCallback):
+    """When `fit` saves checkpoints and which one it loads at the start.
+
+    Differences from the real system:
+        `steps=None` saves after the last step only. A restarted run re-enters the
+        train stream by replaying the loader, so the loader's order must come from its
+        own seeded generator.
+    """
+
     def __init__(self, steps: Optional[int] = None, autoload_last_checkpoint: bool = True,
                  disable_strict_checkpoint_loading: bool = False, save_initial_checkpoint: bool = False,
                  checkpoint_root: Optional[str] = None, checkpoint_name: str = "checkpoint_{step}.mdl",

@@ -80,6 +80,16 @@ class FitPlan:
 
 
 class TrainingLoop(CoreCallback):
+    """How long `fit` trains, when it validates and how it accumulates gradients (see
+    the module docstring).
+
+    Differences from the real system:
+        `grad_accum_steps=N` splits each batch into N micro-batches inside the one
+        compiled step, on every device (the real CSX does this through
+        `micro_batch_size`; the real CPU/GPU path steps every N batches instead): the
+        batch size must be a multiple of N.
+    """
+
     def __init__(self, num_steps: Optional[int] = None, max_steps: Optional[int] = None,
                  num_epochs: Optional[int] = None, steps_per_epoch: Optional[int] = None,
                  eval_frequency=1.0, eval_steps: Optional[int] = None, grad_accum_steps: int = 1):

@@ -90,8 +90,9 @@ class DataExecutor:
         drawing from torch's global RNG (`shuffle=True` without a `generator`)
         interleaves its draws with the main thread's in timing order: give it its
         own generator, or set `prefetch_batches = 0`. On CSX a batch of another size
-        is refused by the compiled step (`StaticGraphError`), not by the loader.
-        `profiler.flops_utilization` is None and no `performance.json` is written.
+        is refused by the compiled step (`StaticGraphError`), not by the loader; a
+        batch without tensors counts as batch size 1. `profiler.flops_utilization`
+        is None and no `performance.json` is written.
     """
 
     iteration: int  # the 0-based step being run (-1 before the first)
@@ -157,7 +158,12 @@ class DataExecutor:
 
     @property
     def artifact_dir(self) -> Path:
-        """This run's folder under the backend's artifact folder (created on first read)."""
+        """This run's folder under the backend's artifact folder (created on first read).
+
+        Differences from the real system:
+            The folder is `<backend.artifact_dir>/executors/00000N` (with a `latest`
+            link) and is created when first read; no `performance.json` is written.
+        """
         if self._artifact_dir is None:
             raise RuntimeError("DataExecutor must be iterated before having an artifact directory.")
         if not self._artifact_dir.is_dir():

@@ -42,6 +42,16 @@ from .utils import infer_batch_size
 
 @runtime_checkable
 class RestartableDataLoader(Protocol):
+    """A loader whose position is saved in checkpoints: `state_dict()` and
+    `load_state_dict(sd, strict)` (reading `cstorch.distributed.get_worker_state()`), and
+    `aggregate_state_dict(worker_states)`.
+
+    Differences from the real system:
+        `aggregate_state_dict` gets one state per data worker. `worker_step` counts the
+        worker's batches that steps consumed, never those prefetched, and the
+        worker-state counts are those of the current run.
+    """
+
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None: ...

@@ -197,6 +197,10 @@ class DistributedSampler(torch.utils.data.Sampler):
     Pass it as `batch_sampler=` to a torch DataLoader when `batch_size` is given (it
     yields lists of indices), as `sampler=` otherwise. `seed=None` draws a seed from
     torch's global generator once, at construction.
+
+    Differences from the real system:
+        `shard=True` shards by data worker (the workers are threads of one process), so
+        W workers stream the same sequence as one worker.
     """
 
     def __init__(self, data_source, shuffle: bool = True, seed: Optional[int] = None, start_index: int = 0,
