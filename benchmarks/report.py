@@ -24,9 +24,10 @@ from .workloads import N_BATCHES
 if TYPE_CHECKING:
     from .suite import Impl, WorkloadResult
 
-IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit")
+IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit", "cstorch pipelined", "jax.jit pipelined")
 LABELS = {"eager": "eager torch", "torch.compile": "torch.compile (inductor)", "cstorch": "cstorch CSX",
-          "jax.jit": "hand-written jax.jit"}
+          "jax.jit": "hand-written jax.jit", "cstorch pipelined": "cstorch CSX, pipelined",
+          "jax.jit pipelined": "jax.jit, pipelined"}
 
 
 def _stats(impl: Impl):
@@ -50,17 +51,17 @@ def _compile_text(impl: Impl) -> str:
 
 
 def print_table(results, peak: dict, print_=print) -> None:
-    header = (f"{'workload':<8} {'impl':<13} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'x eager':>8} "
+    header = (f"{'workload':<8} {'impl':<17} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'x eager':>8} "
               f"{'compile s':>13} {'GFLOP/s':>8} {'% peak':>7} {'last loss':>10}")
     print_(header)
     print_("-" * len(header))
     for res in results:
         for impl in res.impls:
             if impl.error is not None or not impl.times:
-                print_(f"{res.wl.name:<8} {impl.key:<13} ERROR: {impl.error or 'no timed steps'}")
+                print_(f"{res.wl.name:<8} {impl.key:<17} ERROR: {impl.error or 'no timed steps'}")
                 continue
             v = _row_values(res, impl, peak["peak"])
-            print_(f"{res.wl.name:<8} {impl.key:<13} {v['med']:10.2f} {v['lo']:9.2f} {v['hi']:9.2f} "
+            print_(f"{res.wl.name:<8} {impl.key:<17} {v['med']:10.2f} {v['lo']:9.2f} {v['hi']:9.2f} "
                    f"{v['ratio']:7.2f}x {_compile_text(impl):>13} {v['gflops']:8.1f} {100 * v['peak_frac']:6.1f}% "
                    f"{v['loss']:10.6f}")
     print_("")
@@ -117,7 +118,9 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
              f"- **Method:** same initial weights and batches (step i uses batch i mod {N_BATCHES}) for every "
              "implementation; each implementation runs its warm-up steps (the first trace and compile), then "
              "timed rounds alternate between the implementations (order rotated every round); every step ends "
-             "with its loss on the host. All run in one process, under the memory policy cstorch sets when it "
+             "with its loss on the host, except in the two pipelined rows, where the loss is read in a step "
+             "closure (cstorch) or at the end of the block (jax) and a block's time from its start to its last "
+             "loss on the host counts as its mean per step. All run in one process, under the memory policy cstorch sets when it "
              "is imported (`cstorch_jax/memory_policy.py`: glibc keeps freed memory), eager torch included. "
              "GFLOP/s = analytic FLOPs per step (3 x the forward's matmul/conv "
              "FLOPs) / median step time. `x eager` = median / eager median of the same run. Trace + compile: "
@@ -236,7 +239,8 @@ def write_plot(path: Path, results, peak: dict, quick: bool) -> None:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    colors = {"eager": "#4c72b0", "torch.compile": "#dd8452", "cstorch": "#55a868", "jax.jit": "#c44e52"}
+    colors = {"eager": "#4c72b0", "torch.compile": "#dd8452", "cstorch": "#55a868", "jax.jit": "#c44e52",
+              "cstorch pipelined": "#8fd19e", "jax.jit pipelined": "#e8a0a2"}
     width = 0.8 / len(IMPLS)
     fig, ax = plt.subplots(figsize=(9, 4.8))
     ymin = ymax = 1.0

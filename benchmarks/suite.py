@@ -1,13 +1,15 @@
-"""The benchmark suite: three workloads under four implementations, in one process.
+"""The benchmark suite: five workloads under six implementations, in one process.
 
     python -m benchmarks                          # full sizes; writes benchmarks/RESULTS.md + results.png
     python -m benchmarks --quick                  # tiny sizes, few steps (CI smoke run)
     python -m benchmarks --workloads mlp,gpt --out /tmp/r.md
 
 Workloads (`benchmarks.workloads`): an MLP 784-512-512-10 (batch 128, SGD momentum 0.9),
-a CNN (two 3x3 convolutions, max-pool, linear; 28x28 inputs, batch 64, Adam) and the GPT
+a CNN (two 3x3 convolutions, max-pool, linear; 28x28 inputs, batch 64, Adam), the GPT
 decoder of `benchmarks.models` (4 layers, d 256, 4 heads, seq 128, vocab 2048, batch 8,
-AdamW). Implementations, all on the same initial weights and the same batches:
+AdamW), the documentation's MNIST network (784-256-10, batch 64, SGD momentum 0.9) and a
+small decoder (2 layers, d 64, seq 64, vocab 512, batch 8, AdamW). Implementations, all on
+the same initial weights and the same batches:
 
 * ``eager``: the torch model, torch.optim, ``loss.item()`` every step;
 * ``torch.compile``: the model + loss as one ``torch.compile`` function (AOTAutograd
@@ -21,7 +23,12 @@ AdamW). Implementations, all on the same initial weights and the same batches:
   loss on the host);
 * ``jax.jit``: the model written by hand in jax.numpy (`benchmarks.jax_models`) with
   optax, one ``jax.jit`` step donating parameters and optimizer state, ``float(loss)``
-  every step.
+  every step;
+* ``cstorch pipelined`` and ``jax.jit pipelined``: the same steps with the loss read as a
+  program that lets the device run ahead reads it: in a step closure (cstorch, as the
+  documentation's loop does) or at the end of the block (jax); a block is timed from its
+  start to its last loss on the host, and counted as its mean per step. Eager torch and
+  torch.compile read the loss every step in both measurements.
 
 For each workload every implementation first runs its warm-up steps (the first ones
 trace and compile), then timed rounds alternate between the implementations (the order
@@ -73,11 +80,17 @@ def _error_text(e: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# The four implementations. Each runs one training step per `step()` call and returns the
-# loss of that step as a Python float (so every step ends in a sync with the host).
+# The implementations. Each runs one training step per `step()` call and returns the loss
+# of that step as a Python float (so every step ends in a sync with the host), except the
+# pipelined ones (`Impl.pipelined`).
 # --------------------------------------------------------------------------------------
 class Impl:
     key = ""
+    #: False: `step()` returns the step's loss as a float (every step syncs with the host) and
+    #: each step is timed; True: `step()` leaves the loss on the device or to a closure,
+    #: `take_losses()` returns the block's losses after `end()`, and a block is timed whole
+    #: (from `begin` to its last loss on the host) and counted as its mean per step
+    pipelined = False
 
     def __init__(self, wl: Workload, model: torch.nn.Module):
         self.wl = wl
@@ -113,6 +126,9 @@ class Impl:
 
     def finish(self) -> None:
         pass
+
+    def take_losses(self) -> list[float]:  # pragma: no cover - overridden where pipelined
+        raise NotImplementedError
 
     def parameters(self) -> dict:
         """{name: float64 numpy array} of the parameters after the last step."""
@@ -220,6 +236,32 @@ class CstorchCSX(Impl):
             self.executor = None
 
 
+class CstorchPipelined(CstorchCSX):
+    """As `CstorchCSX`, but the loss is read as the documentation's loop reads it: in a step
+    closure, which runs once the step's values exist while the device runs ahead."""
+    key = "cstorch pipelined"
+    pipelined = True
+
+    def setup(self, total_steps):
+        super().setup(total_steps)
+        self.pending: list[float] = []
+
+        @cstorch.step_closure
+        def record(loss):
+            self.pending.append(float(loss))
+
+        self.record = record
+
+    def step(self):
+        batch = next(self.executor)
+        self.i += 1
+        self.record(self.train_step(*batch))
+
+    def take_losses(self):
+        losses, self.pending = self.pending, []
+        return losses
+
+
 class JaxJit(Impl):
     """Lowered and compiled ahead of time (timed), then the compiled step is called. It gets
     the same process (memory policy) and the same XLA options as cstorch's step, so the two
@@ -255,6 +297,25 @@ class JaxJit(Impl):
     def parameters(self):
         names = [n for n, _ in self.model.named_parameters()]
         return {n: np.asarray(p, dtype=np.float64) for n, p in zip(names, self.params)}
+
+
+class JaxJitPipelined(JaxJit):
+    """As `JaxJit`, but the losses stay on the device (jax dispatches asynchronously) until
+    the end of the block."""
+    key = "jax.jit pipelined"
+    pipelined = True
+
+    def begin(self, n):
+        self.pending = []
+
+    def step(self):
+        batch = self.np_batches[self.i % len(self.np_batches)]
+        self.i += 1
+        self.params, self.opt_state, loss = self.compiled(self.params, self.opt_state, batch)
+        self.pending.append(loss)
+
+    def take_losses(self):
+        return [float(loss) for loss in self.pending]
 
 
 # --------------------------------------------------------------------------------------
@@ -336,6 +397,9 @@ class WorkloadResult:
 def _run_steps(impl: Impl, n: int, timed: bool) -> None:
     if impl.error is not None or n < 1:
         return
+    if impl.pipelined:
+        _run_block(impl, n, timed)
+        return
     try:
         impl.begin(n)
         for _ in range(n):
@@ -350,6 +414,28 @@ def _run_steps(impl: Impl, n: int, timed: bool) -> None:
         impl.error = _error_text(e)
 
 
+def _run_block(impl: Impl, n: int, timed: bool) -> None:
+    try:
+        start = time.perf_counter()
+        impl.begin(n)
+        for _ in range(n):
+            impl.step()
+        impl.end()
+        losses = impl.take_losses()
+        elapsed = time.perf_counter() - start
+        if len(losses) != n:
+            raise AssertionError(f"{len(losses)} losses came back from a block of {n} steps")
+        if timed:
+            impl.times.append(elapsed / n)
+        impl.losses.extend(losses)
+    except Exception as e:  # recorded in the table; the other implementations carry on
+        impl.error = _error_text(e)
+
+
+IMPL_CLASSES = {"eager": EagerTorch, "torch.compile": TorchCompile, "jax.jit": JaxJit,
+                "jax.jit pipelined": JaxJitPipelined}
+
+
 def run_workload(wl: Workload, backend, impl_keys, warmup: int, rounds: int, steps_per_round: int,
                  log=print) -> WorkloadResult:
     torch.manual_seed(0)
@@ -358,10 +444,10 @@ def run_workload(wl: Workload, backend, impl_keys, warmup: int, rounds: int, ste
     impls = []
     for key in impl_keys:
         m = copy.deepcopy(model)  # same initial weights everywhere
-        if key == "cstorch":
-            impls.append(CstorchCSX(wl, m, backend))
+        if key in ("cstorch", "cstorch pipelined"):
+            impls.append((CstorchCSX if key == "cstorch" else CstorchPipelined)(wl, m, backend))
         else:
-            impls.append({"eager": EagerTorch, "torch.compile": TorchCompile, "jax.jit": JaxJit}[key](wl, m))
+            impls.append(IMPL_CLASSES[key](wl, m))
 
     for impl in impls:
         log(f"  {wl.name}: {impl.key}: setup + {warmup} warm-up steps ...")
@@ -449,7 +535,7 @@ def _check_parameters(res: WorkloadResult) -> None:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes and few steps (CI smoke run)")
-    p.add_argument("--workloads", default="mlp,cnn,gpt", help="comma-separated subset of mlp,cnn,gpt")
+    p.add_argument("--workloads", default=",".join(BUILDERS), help=f"comma-separated subset of {','.join(BUILDERS)}")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
     p.add_argument("--out", type=Path, default=None,
                    help=f"markdown report (default {DEFAULT_OUT.relative_to(HERE.parent)}; with --quick "

@@ -1,4 +1,4 @@
-"""The three workloads of the benchmark suite: model, batches, optimizer, FLOP count.
+"""The five workloads of the benchmark suite: model, batches, optimizer, FLOP count.
 
 Every workload gives the same thing to the four implementations: a torch model built
 from a fixed seed (its weights are copied to every implementation), a torch loss, the
@@ -162,6 +162,28 @@ def mlp_workload(quick: bool) -> Workload:
     )
 
 
+def mnist_workload(quick: bool) -> Workload:
+    """The documentation's MNIST network (784-256-10, batch 64, SGD momentum): a step of
+    ~0.3 MFLOP per example, where the host work around each step decides the speed."""
+    sizes, batch = ((784, 32, 10), 16) if quick else ((784, 256, 10), 64)
+    opt = OptimizerConfig("sgd", lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(4)
+    return Workload(
+        key="mnist", name="MNIST",
+        description=f"the documentation's MNIST network {'-'.join(map(str, sizes))}, ReLU, batch {batch}, "
+                    f"cross-entropy, {opt.describe()}",
+        build_model=lambda: MLP(sizes),
+        torch_loss=lambda model, x, y: F.cross_entropy(model(x), y),
+        jax_loss=lambda p, x, y: mlp_loss(p, x, y, n_layers=len(sizes) - 1),
+        optimizer=opt,
+        flops_per_step=_mlp_flops(sizes, batch),
+        flops_note="3 x forward matmuls, 2*batch*in*out per Linear",
+        tol=1e-4, param_tol=1e-4,
+        warmup=2 if quick else 5, rounds=2 if quick else 7, steps_per_round=4 if quick else 60,
+        batches=_image_batches(g, N_BATCHES, batch, 1, 28, 10),
+    )
+
+
 def cnn_workload(quick: bool) -> Workload:
     cfg = dict(in_ch=1, c1=4, c2=8, image=12, classes=10) if quick else dict(in_ch=1, c1=32, c2=64, image=28,
                                                                               classes=10)
@@ -191,14 +213,29 @@ def gpt_workload(quick: bool) -> Workload:
         cfg, batch = dict(n_layers=1, d_model=32, n_heads=2, seq=16, vocab=64), 2
     else:
         cfg, batch = dict(n_layers=4, d_model=256, n_heads=4, seq=128, vocab=2048), 8
+    return _decoder_workload("gpt", "GPT", cfg, batch, seed=2, quick=quick, steps_per_round=2 if quick else 5)
+
+
+def small_decoder_workload(quick: bool) -> Workload:
+    """A 2-layer d64 decoder: small enough that the host work of a step shows."""
+    if quick:
+        cfg, batch = dict(n_layers=1, d_model=16, n_heads=2, seq=8, vocab=32), 2
+    else:
+        cfg, batch = dict(n_layers=2, d_model=64, n_heads=2, seq=64, vocab=512), 8
+    return _decoder_workload("decoder", "Decoder", cfg, batch, seed=5, quick=quick,
+                             steps_per_round=4 if quick else 40)
+
+
+def _decoder_workload(key: str, name: str, cfg: dict, batch: int, seed: int, quick: bool,
+                      steps_per_round: int) -> Workload:
     opt = OptimizerConfig("adamw", lr=1e-3, weight_decay=0.01)
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(N_BATCHES):
         tokens = torch.randint(0, cfg["vocab"], (batch, cfg["seq"] + 1), generator=g)
         batches.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
     return Workload(
-        key="gpt", name="GPT",
+        key=key, name=name,
         description=(f"GPT decoder {cfg['n_layers']} layers, d_model {cfg['d_model']}, {cfg['n_heads']} heads, "
                      f"seq {cfg['seq']}, vocab {cfg['vocab']}, batch {batch}, pre-LN, GELU MLP 4x, untied head, "
                      f"{opt.describe()}"),
@@ -211,9 +248,11 @@ def gpt_workload(quick: bool) -> Workload:
         flops_per_step=_gpt_flops(batch, cfg["seq"], cfg["d_model"], cfg["n_layers"], cfg["vocab"]),
         flops_note="3 x forward: per token per layer 24*d^2 + 4*T*d (dense attention), plus 2*d*vocab for the head",
         tol=1e-3, param_tol=1e-2,
-        warmup=2 if quick else 3, rounds=2 if quick else 8, steps_per_round=2 if quick else 5,
+        warmup=2 if quick else 3, rounds=2 if quick else 8,
+        steps_per_round=steps_per_round,
         batches=batches,
     )
 
 
-BUILDERS = {"mlp": mlp_workload, "cnn": cnn_workload, "gpt": gpt_workload}
+BUILDERS = {"mlp": mlp_workload, "cnn": cnn_workload, "gpt": gpt_workload, "mnist": mnist_workload,
+            "decoder": small_decoder_workload}

@@ -1,4 +1,4 @@
-"""`python -m benchmarks --quick` runs the three workloads in one process and writes its
+"""`python -m benchmarks --quick` runs the five workloads in one process and writes its
 markdown report and PNG plot; no timing asserts. The smoke run leaves out torch.compile:
 inductor's cold C++ compiles take a minute on CI's 2 cores; the full run
 (`python -m benchmarks`, which writes benchmarks/RESULTS.md) includes it."""
@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOADS = ("MLP", "CNN", "GPT")
-IMPLS = ("eager", "cstorch", "jax.jit")
+WORKLOADS = ("MLP", "CNN", "GPT", "MNIST", "Decoder")
+IMPLS = ("eager", "cstorch", "jax.jit", "cstorch pipelined", "jax.jit pipelined")
 
 
 def test_benchmark_suite_quick(tmp_path):
