@@ -145,33 +145,26 @@ def _image_batches(g, n, batch, in_ch, image, classes):
 
 def mlp_workload(quick: bool) -> Workload:
     sizes, batch = ((784, 64, 64, 10), 16) if quick else ((784, 512, 512, 10), 128)
-    opt = OptimizerConfig("sgd", lr=0.01, momentum=0.9)
-    g = torch.Generator().manual_seed(1)
-    return Workload(
-        key="mlp", name="MLP",
-        description=f"MLP {'-'.join(map(str, sizes))}, ReLU, batch {batch}, cross-entropy, {opt.describe()}",
-        build_model=lambda: MLP(sizes),
-        torch_loss=lambda model, x, y: F.cross_entropy(model(x), y),
-        jax_loss=lambda p, x, y: mlp_loss(p, x, y, n_layers=len(sizes) - 1),
-        optimizer=opt,
-        flops_per_step=_mlp_flops(sizes, batch),
-        flops_note="3 x forward matmuls, 2*batch*in*out per Linear",
-        tol=1e-4, param_tol=1e-4,
-        warmup=2 if quick else 5, rounds=2 if quick else 5, steps_per_round=2 if quick else 40,
-        batches=_image_batches(g, N_BATCHES, batch, 1, 28, 10),
-    )
+    return _mlp_workload("mlp", "MLP", "MLP", sizes, batch, seed=1, quick=quick,
+                         rounds=2 if quick else 5, steps_per_round=2 if quick else 40)
 
 
 def mnist_workload(quick: bool) -> Workload:
     """The documentation's MNIST network (784-256-10, batch 64, SGD momentum): a step of
     ~0.3 MFLOP per example, where the host work around each step decides the speed."""
     sizes, batch = ((784, 32, 10), 16) if quick else ((784, 256, 10), 64)
+    return _mlp_workload("mnist", "MNIST", "the documentation's MNIST network", sizes, batch, seed=4, quick=quick,
+                         rounds=2 if quick else 7, steps_per_round=4 if quick else 60)
+
+
+def _mlp_workload(key: str, name: str, label: str, sizes: tuple, batch: int, seed: int, quick: bool,
+                  rounds: int, steps_per_round: int) -> Workload:
+    """A ReLU MLP of layer `sizes` on 28x28 images, cross-entropy, SGD momentum 0.9."""
     opt = OptimizerConfig("sgd", lr=0.01, momentum=0.9)
-    g = torch.Generator().manual_seed(4)
+    g = torch.Generator().manual_seed(seed)
     return Workload(
-        key="mnist", name="MNIST",
-        description=f"the documentation's MNIST network {'-'.join(map(str, sizes))}, ReLU, batch {batch}, "
-                    f"cross-entropy, {opt.describe()}",
+        key=key, name=name,
+        description=f"{label} {'-'.join(map(str, sizes))}, ReLU, batch {batch}, cross-entropy, {opt.describe()}",
         build_model=lambda: MLP(sizes),
         torch_loss=lambda model, x, y: F.cross_entropy(model(x), y),
         jax_loss=lambda p, x, y: mlp_loss(p, x, y, n_layers=len(sizes) - 1),
@@ -179,7 +172,7 @@ def mnist_workload(quick: bool) -> Workload:
         flops_per_step=_mlp_flops(sizes, batch),
         flops_note="3 x forward matmuls, 2*batch*in*out per Linear",
         tol=1e-4, param_tol=1e-4,
-        warmup=2 if quick else 5, rounds=2 if quick else 7, steps_per_round=4 if quick else 60,
+        warmup=2 if quick else 5, rounds=rounds, steps_per_round=steps_per_round,
         batches=_image_batches(g, N_BATCHES, batch, 1, 28, 10),
     )
 
