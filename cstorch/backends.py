@@ -7,37 +7,20 @@
 
 Every flag of `cerebras.pytorch` 2.10 exists with its type and default (see
 `tests/api/inventory_2_10.json`), is type-checked on assignment (a value outside the
-flag's type hint: `TypeError("Expected <type> for `<name>`. Got <type>: <value>")`) and
+flag's type hint: ``TypeError("Expected <type> for `<name>`. Got <type>: <value>")``) and
 validated like the real one (`ValueError` with the real message); an unknown name is an
-`AttributeError` ("... has no flag ..."), and a group cannot be replaced. What each flag
-does here (the documentation's flag-tree page lists every flag with its type and default):
-
-* `csx.performance.micro_batch_size` ("auto", "explore", {"explore": {"min", "max"}}, an
-  int > 0 or None): the Trainer splits each CSX batch into micro-batches of this size
-  inside the compiled step (gradients accumulated, loss averaged: the full-batch
-  step's math); other values and custom `@trace` steps compile the whole batch (the same
-  result, which is all the wafer's micro-batching changes).
-* `csx.performance.transfer_processes` (int > 0, default 5): threads that turn checkpoint
-  tensors into host arrays while `cstorch.save` writes.
-* `csx.performance.compress_weights` (bool, default False): the `compressed` attribute
-  each saved tensor carries. H5 tensor data is LZ4-compressed either way, as the real
-  H5 writer does (only its S3 writer compresses, with zstd, when the flag is set).
-* `csx.performance.prefetch_batches` (int >= 0, default 2) and `.progress` (True, False,
-  "auto"): cstorch's own input pipeline (see `cstorch.utils.data.streamer`).
-* `csx.cluster.shard_state` (bool, default False; cstorch-only): with
-  `ClusterConfig(num_csx=N)`, N > 1, every parameter, buffer and optimizer-state tensor
-  is split over the N devices instead of replicated (FSDP / ZeRO-3, see
-  `cstorch_jax.sharding`). Read when the CSX backend is created.
-* `csx.storage.s3.profile`: reads and sets the AWS_PROFILE environment variable, as the
-  real one does (S3 checkpoint paths themselves are not supported).
-* every other flag (`precision.optimization_level`, `performance.max_transfer_bytes`,
-  `.use_speculative_optimizers`, `cluster.auto_taint`, `debug.*`) tunes the wafer's
-  compiler, appliance or cluster: accepted and validated, with no effect here.
+`AttributeError` ("... has no flag ..."), and a group cannot be replaced.
 
 A flag is read when it is used (a run, a save, a Trainer step). Assigning another value
 while a `DataExecutor` is iterating raises RuntimeError ("Detected changes in the backend
 flags during the execution run..."). Values persist across runs and backends until
 assigned again, `reset()` or `cstorch.backends.DEFAULT` (per flag) restores defaults.
+
+What each flag does here is data of the tree, not prose kept elsewhere: every flag (or
+its group) says whether it takes effect (`TAKES_EFFECT`), is accepted without effect
+(`NO_EFFECT`: it tunes the wafer's compiler, appliance or cluster) or is cstorch's own
+(`OWN`), what it does and how it differs from the real flag (`_Flag.doc`,
+`_Flag.differs`); the documentation's flag-tree page is generated from them.
 """
 from __future__ import annotations
 
@@ -223,14 +206,27 @@ def _merge(into: dict, fields: dict) -> None:
             into[name] = copy.deepcopy(value)
 
 
+#: what a flag does in cstorch (`_Flag.effect`), shown next to it in the documentation
+TAKES_EFFECT = "takes effect"
+NO_EFFECT = "no effect"  # accepted and validated; it tunes the wafer's compiler, appliance or cluster
+OWN = "cstorch only"  # not a flag of the real API
+EFFECTS = (TAKES_EFFECT, NO_EFFECT, OWN)
+
+
 class _Flag:
     """A flag: its type hint, default (or default factory), validator (raising the real
-    error) and the conversion of an accepted value to the one kept."""
+    error) and the conversion of an accepted value to the one kept; and what it does
+    here: `effect` (one of `EFFECTS`; None: its group's), `doc` (what it does in cstorch;
+    "": its group's text says it) and `differs` (how it differs from the real flag)."""
 
     def __init__(self, hint, default, validate=None, factory: Optional[Callable] = None,
-                 convert: Optional[Callable] = None):
+                 convert: Optional[Callable] = None, *, effect: Optional[str] = None, doc: str = "",
+                 differs: str = ""):
         self.hint, self.validate, self.convert = hint, validate, convert
         self.factory = factory if factory is not None else (lambda: copy.deepcopy(default))
+        if effect is not None and effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {EFFECTS}, got {effect!r}")
+        self.effect, self.doc, self.differs = effect, doc, differs
 
     @property
     def default(self):
@@ -240,8 +236,8 @@ class _Flag:
 class _EnvFlag(_Flag):
     """A flag stored in an environment variable (`storage.s3.profile` = AWS_PROFILE)."""
 
-    def __init__(self, hint, variable: str):
-        super().__init__(hint, None)
+    def __init__(self, hint, variable: str, **about):
+        super().__init__(hint, None, **about)
         self.variable = variable
 
 
@@ -259,9 +255,17 @@ def _refuse_during_run(path: str, value) -> None:
 class FlagGroup:
     """A node of the flag tree: flags (validated on assignment) and nested groups.
     `asdict()`, `load_flags(dict)`, `reset()`, iteration as (name, value) pairs and use
-    as a context manager (values restored on exit) follow the real flags."""
+    as a context manager (values restored on exit) follow the real flags. `effect`, `doc`
+    and `differs` say what the group's flags do here, for those that do not say it
+    themselves (see `_Flag`)."""
 
-    def __init__(self, path: str, flags: Dict[str, _Flag] = None, groups: Dict[str, "FlagGroup"] = None):
+    def __init__(self, path: str, flags: Dict[str, _Flag] = None, groups: Dict[str, "FlagGroup"] = None, *,
+                 effect: Optional[str] = None, doc: str = "", differs: str = ""):
+        for flag in (flags or {}).values():
+            if flag.effect is None:
+                flag.effect = effect
+        object.__setattr__(self, "_doc", doc)
+        object.__setattr__(self, "_differs", differs)
         object.__setattr__(self, "_path", path)
         object.__setattr__(self, "_flags", dict(flags or {}))
         object.__setattr__(self, "_groups", dict(groups or {}))
@@ -381,42 +385,92 @@ def _progress_mode(v) -> bool:
     return v is True or v is False or v == "auto"
 
 
+_WAFER = ("No effect: it tunes the wafer's compiler, appliance or cluster, which cstorch does not have; the "
+          "value is accepted and validated like the real flag's (the real errors).")
+
 _MEMORY = {name: _Flag(Optional[int], None) for name in (
     "compile_crd_memory_gi", "execute_crd_memory_gi", "wrk_memory_gi", "act_memory_gi", "cmd_memory_gi",
     "wgt_memory_gi", "chf_memory_gi")}
 
 csx = FlagGroup("cstorch.backends.csx", groups={
     "precision": FlagGroup("cstorch.backends.csx.precision", {
-        "optimization_level": _Flag(int, 1, _optimization_level),
+        "optimization_level": _Flag(
+            int, 1, _optimization_level, effect=NO_EFFECT,
+            doc="The precision optimization level (POL), an integer in [0, 3); `cstorch.current_pol()` returns it.",
+            differs="No effect on the numerics: it tunes the wafer compiler's precision, while XLA computes in "
+                    "float32, or in the half dtype `cstorch.amp` sets. Nothing but `current_pol()` reads it."),
     }),
     "performance": FlagGroup("cstorch.backends.csx.performance", {
-        "micro_batch_size": _Flag(MicroBatchSize, "auto", _micro_batch_size,  # {"explore": bounds} is kept as
-                                  convert=lambda v: "explore" if isinstance(v, dict) else v),  # "explore"
-        "transfer_processes": _Flag(int, 5, _transfer_processes),
-        "max_transfer_bytes": _Flag(int, MAX_TRANSFER_BYTES, _max_transfer_bytes),
-        "compress_weights": _Flag(bool, False),
-        "use_speculative_optimizers": _Flag(bool, True),
-        "prefetch_batches": _Flag(int, 2, _own(_non_negative_int, "an integer >= 0 (0 turns prefetching off)")),
-        "progress": _Flag(Any, "auto", _own(_progress_mode,
-                                            'True, False or "auto" (a bar only when stderr is a terminal)')),
+        "micro_batch_size": _Flag(
+            MicroBatchSize, "auto", _micro_batch_size,  # {"explore": bounds} is kept as "explore"
+            convert=lambda v: "explore" if isinstance(v, dict) else v, effect=TAKES_EFFECT,
+            doc='"auto", "explore", `{"explore": {"min": ..., "max": ...}}` (kept as "explore"), an int > 0 or '
+                'None. An int M makes the Trainer split each device\'s share of a CSX batch into micro-batches '
+                'of M inside the compiled step (gradients summed, loss averaged: the full batch\'s step) and '
+                'ignore `grad_accum_steps` (warning when it is > 1), as the real system does; an M that does not '
+                'divide the batch per device is a `ValueError`. The Trainer reads it for each training batch.',
+            differs='"auto", "explore" and None compile the whole batch (the Trainer\'s `grad_accum_steps` '
+                    'still applies): nothing chooses or searches for a micro-batch size. A custom '
+                    '`@cstorch.trace` step compiles the whole batch whatever the flag says (the same math).'),
+        "transfer_processes": _Flag(
+            int, 5, _transfer_processes, effect=TAKES_EFFECT,
+            doc="The number of threads that turn checkpoint tensors into host arrays while `cstorch.save` "
+                "writes. The 1.8 `configure(transfer_processes=...)` sets it when `compile` creates a CSX "
+                "backend."),
+        "max_transfer_bytes": _Flag(int, MAX_TRANSFER_BYTES, _max_transfer_bytes, effect=NO_EFFECT,
+                                    differs=_WAFER + " Tensors move between the host and the devices through XLA."),
+        "compress_weights": _Flag(
+            bool, False, effect=TAKES_EFFECT,
+            doc="Recorded as the `compressed` attribute of every tensor `cstorch.save` writes.",
+            differs="H5 tensor data is LZ4-compressed whatever the flag says, as the real H5 writer does (the "
+                    "real S3 writer compresses with zstd when it is set; cstorch has no S3 writer)."),
+        "use_speculative_optimizers": _Flag(bool, True, effect=NO_EFFECT, differs=_WAFER),
+        "prefetch_batches": _Flag(
+            int, 2, _own(_non_negative_int, "an integer >= 0 (0 turns prefetching off)"), effect=OWN,
+            doc="How many batches each data worker's producer thread prepares ahead of the step (0: no thread; "
+                "each batch is made when the step needs it). Read when a `DataExecutor` run starts, on every "
+                "backend; a value that is not an integer >= 0 is a `ValueError`. See "
+                "`cstorch.utils.data.streamer`."),
+        "progress": _Flag(
+            Any, "auto", _own(_progress_mode, 'True, False or "auto" (a bar only when stderr is a terminal)'),
+            effect=OWN,
+            doc='True, False or "auto" (a bar only when stderr is a terminal): the tqdm bar of a `DataExecutor` '
+                'run on stderr (steps, steps/s, input-wait share, queue fill). Read when a run starts, on every '
+                'backend; the Trainer turns it off while a `ProgressLogger` shows its own bar. Another value is '
+                'a `ValueError`.'),
     }),
     "cluster": FlagGroup("cstorch.backends.csx.cluster", {
-        "auto_taint": _Flag(bool, False),
-        "shard_state": _Flag(bool, False, _shard_state),
+        "auto_taint": _Flag(bool, False, effect=NO_EFFECT, differs=_WAFER),
+        "shard_state": _Flag(
+            bool, False, _shard_state, effect=OWN,
+            doc="With `ClusterConfig(num_csx=N)`, N > 1, every parameter, buffer and optimizer-state tensor is "
+                "split over the N devices instead of replicated (FSDP / ZeRO-3, see `cstorch_jax.sharding`); "
+                "with N = 1 it changes nothing. Read when the CSX backend is created: changing it while a CSX "
+                "backend made with the other value exists is a `RuntimeError`. A flag rather than a "
+                "`ClusterConfig` field, whose fields are the real dataclass's."),
     }),
     "storage": FlagGroup("cstorch.backends.csx.storage", groups={
-        "s3": FlagGroup("cstorch.backends.csx.storage.s3", {"profile": _EnvFlag(Optional[str], "AWS_PROFILE")}),
+        "s3": FlagGroup("cstorch.backends.csx.storage.s3", {"profile": _EnvFlag(
+            Optional[str], "AWS_PROFILE", effect=TAKES_EFFECT,
+            doc="Reads and sets the `AWS_PROFILE` environment variable (None unsets it), as the real flag "
+                "does; `reset()` leaves the variable as it is.",
+            differs="S3 checkpoint paths are not supported, so nothing in cstorch uses the profile.")}),
     }),
     "debug": FlagGroup("cstorch.backends.csx.debug", {
-        "ini": _Flag(Union[INI, dict], None, factory=INI, convert=lambda v: v if isinstance(v, INI) else INI(v)),
+        "ini": _Flag(Union[INI, dict], None, factory=INI, convert=lambda v: v if isinstance(v, INI) else INI(v),
+                     doc="Compiler INI overrides: a dict whose keys are also attributes (`ini.ws_opt_foo = 1`)."),
         "debug_args": _Flag(Union[DebugArgs, dict], None, factory=DebugArgs,
-                            convert=lambda v: v if isinstance(v, DebugArgs) else DebugArgs(v)),
+                            convert=lambda v: v if isinstance(v, DebugArgs) else DebugArgs(v),
+                            doc="The appliance's debug arguments: a dict (a protobuf message in the real "
+                                "system) with the message's `MergeFrom`."),
         "drop_data": _Flag(bool, False),
         "lazy_initialization": _Flag(bool, True),
         "skip_weight_init": _Flag(bool, False),
         "optimize_initialization": _Flag(bool, True),
         "log_initialization": _Flag(bool, True),
-        "retrace_every_iteration": _Flag(bool, False),
+        "retrace_every_iteration": _Flag(
+            bool, False, differs="No effect: on CSX the step's Python body runs once, when the step is captured "
+                                 "at its first call, whatever the flag says."),
         "implicit_cast_cb16_to_fp32": _Flag(bool, False),
         "save_gpv": _Flag(bool, False),
         "check_constraints": _Flag(bool, False),
@@ -424,7 +478,9 @@ csx = FlagGroup("cstorch.backends.csx", groups={
         "skip_connectivity_check": _Flag(bool, False),
         "fabric_type_blacklist": _Flag(Optional[List[Literal["cs2", "cs3"]]], None),
         **_MEMORY,
-    }),
+    }, effect=NO_EFFECT, doc="Settings that debug or tune the wafer's compiler, appliance and cluster.",
+        differs="cstorch has no wafer compiler, appliance or cluster: every flag of this group is accepted and "
+                "validated like the real one (the real errors), and has no effect."),
 })
 
 #: the root of the tree, as `cstorch.backends` is in the real package

@@ -2,10 +2,13 @@
 (never kept by hand) and the benchmark picture taken from `benchmarks/results.png`.
 
 Generated pages: `reference/unsupported.md` (from `cstorch.unsupported.UNSUPPORTED`),
-`reference/flags.md` (the `cstorch.backends` flag tree with each flag's type and
-default), `reference/cli.md` (the `--help` of every command line),
-`reference/lowerings.md` (the lowering table) and the API reference pages of
-`API_PAGES` (one entry per public name, rendered by mkdocstrings).
+`reference/flags.md` (the `cstorch.backends` flag tree with each flag's type, default and
+what it does in cstorch, from the flag definitions), `reference/cli.md` (the `--help` of
+every command line),
+`reference/lowerings.md` (the lowering table), `reference/known-failures.md` (the OpInfo
+checks allowed to fail) and the API reference pages of `API_PAGES` (one entry per public
+name, rendered by mkdocstrings). Generated sections of hand-written pages:
+`GENERATED_SECTIONS` (the OpInfo check counts per dtype of `reference/op-coverage.md`).
 """
 from __future__ import annotations
 
@@ -42,31 +45,83 @@ def unsupported_page() -> str:
     return "\n".join(lines)
 
 
-def _flag_rows(group, rows: list) -> None:
-    from cstorch.backends import describe
+def _note(text: str, title: str = "Differences from the real system") -> list[str]:
+    """An admonition, as mkdocstrings renders a docstring's "Differences" section."""
+    return [f'!!! note "{title}"', *("    " + line for line in text.splitlines()), ""]
 
-    for name, flag in group._flags.items():
-        default = flag.default
-        rows.append(f"| `{group._path}.{name}` | {describe(flag.hint)} | `{default!r}` |")
+
+_EFFECT_WORDS = {"takes effect": "**takes effect**", "no effect": "**no effect**",
+                 "cstorch only": "**cstorch only** (the real API has no such flag)"}
+
+
+def _flag_group_lines(group, lines: list) -> None:
+    """A group's section: its text and note, an entry (heading, type, default, what it does
+    here, how it differs) per flag that has its own text, and a table of its other flags."""
+    from cstorch.backends import EFFECTS, describe
+
+    if group._flags:
+        lines += [f"## `{group._path}` {{#{group._path}}}", ""]
+        if group._doc:
+            lines += [group._doc, ""]
+        if group._differs:
+            lines += _note(group._differs)
+        rest = []
+        for name, flag in group._flags.items():
+            path = f"{group._path}.{name}"
+            if flag.effect not in EFFECTS:
+                raise ValueError(f"{path} does not say what it does in cstorch (`effect` of its _Flag or group)")
+            about = (f"type: {describe(flag.hint)} · default: `{flag.default!r}` · "
+                     f"in cstorch: {_EFFECT_WORDS[flag.effect]}")
+            if not (flag.doc or flag.differs):
+                if not (group._doc or group._differs):
+                    raise ValueError(f"{path} has no text of its own and its group has none either")
+                rest.append(f'| <code id="{path}">{name}</code> | {describe(flag.hint)} | `{flag.default!r}` | '
+                            f"{flag.effect} |")
+                continue
+            lines += [f"### `{path}` {{#{path}}}", "", about, ""]
+            if flag.doc:
+                lines += [flag.doc, ""]
+            if flag.differs:
+                lines += _note(flag.differs)
+        if rest:
+            lines += ["The group's other flags (the group's text above says what they do here):", "",
+                      "| flag | type | default | in cstorch |", "|---|---|---|---|", *rest, ""]
     for sub in group._groups.values():
-        _flag_rows(sub, rows)
+        _flag_group_lines(sub, lines)
+
+
+def _flags_in(group):
+    yield from group._flags.values()
+    for sub in group._groups.values():
+        yield from _flags_in(sub)
 
 
 def flags_page() -> str:
+    """The flag tree: every flag's type, default, whether it takes effect in cstorch, what
+    it does and how it differs from the real flag, all read from the flag definitions
+    (`cstorch/backends.py`: `_Flag` and `FlagGroup`'s `effect`, `doc`, `differs`)."""
+    import collections
     import importlib
     import textwrap
 
+    from cstorch.backends import EFFECTS
+
     backends = importlib.import_module("cstorch.backends")
     module = sys.modules["cstorch.backends"]  # `cstorch.backends` the attribute is the tree's root group
-    rows = ["| flag | type | default |", "|---|---|---|"]
-    _flag_rows(backends.csx, rows)
-    doc = module.__doc__.split("\n\n", 2)
-    return "\n".join(["# The flag tree", "",
-                      "Generated from `cstorch.backends` (the real API's flag tree): every flag, "
-                      "its type and its default. Set one with "
-                      "`cstorch.backends.csx.performance.micro_batch_size = 4`.", "",
-                      "```python", textwrap.dedent(doc[1]).strip("\n"), "```", "", doc[2].replace("`cstorch.backends`", "the tree"), "",
-                      *rows, ""])
+    example, rules = module.__doc__.split("\n\n", 2)[1:]
+    rules = rules.split("\n\nWhat each flag does here")[0]
+    counts = collections.Counter(flag.effect for flag in _flags_in(backends.csx))
+    lines = ["# The flag tree", "",
+             "Generated from the flag definitions of `cstorch.backends` (the real API's flag tree, "
+             "`cstorch/backends.py`): every flag with its type, its default, whether it takes effect in cstorch, "
+             "what it does here and how it differs from the real flag. Set one with "
+             "`cstorch.backends.csx.performance.micro_batch_size = 4`.", "",
+             "```python", textwrap.dedent(example).strip("\n"), "```", "",
+             rules.replace("`cstorch.backends`", "the tree"), "",
+             "| in cstorch | flags |", "|---|---|",
+             *(f"| {_EFFECT_WORDS[e]} | {counts[e]} |" for e in EFFECTS), ""]
+    _flag_group_lines(backends.csx, lines)
+    return "\n".join(lines)
 
 
 def _help(main, argv) -> str:
@@ -122,6 +177,17 @@ API_PAGES = {
                                  "The engine's public API: `cstorch_jax.jit`, the errors, the report of a compiled "
                                  "step and the compile cache.",
                                  ["cstorch_jax", "cstorch_jax.explore", "cstorch_jax.compile_cache"]),
+    "reference/legacy18.md": ("The 1.8 porting API",
+                              "`import cerebras_pytorch.experimental as cstorch` (release 1.8) gives the module "
+                              "`cstorch.legacy18`, and `cerebras_pytorch.experimental.<sub>` its submodule "
+                              "`cstorch.legacy18.<sub>`: the same objects. Names it re-exports from the 2.x API "
+                              "link to their entries. The guide: "
+                              "[The 1.8 API and the runner classes](../guides/legacy18.md); the Model Zoo 1.8 "
+                              "runner classes are in "
+                              "[The Trainer and callbacks](trainer.md#cstorch.trainer.PyTorchBaseRunner).",
+                              ["cstorch.legacy18", "cstorch.legacy18.utils.data", "cstorch.legacy18.optim",
+                               "cstorch.legacy18.optim.lr_scheduler", "cstorch.legacy18.amp",
+                               "cstorch.legacy18.metrics"]),
 }
 
 
@@ -198,6 +264,7 @@ def api_page(page: str) -> str:
     import inspect
     import types
 
+    from cstorch.backends import FlagGroup
     from cstorch.unsupported import UnsupportedAPIError
 
     title, intro, modules = API_PAGES[page]
@@ -216,6 +283,10 @@ def api_page(page: str) -> str:
                 obj = getattr(module, name)
             except UnsupportedAPIError:
                 lines += ["Not provided by cstorch: see [Names cstorch does not provide](unsupported.md).", ""]
+                continue
+            if isinstance(obj, FlagGroup):
+                lines += [f"The flag tree `{obj._path}`: every flag with its type, its default and what it does "
+                          f"in cstorch is on [The flag tree](flags.md).", ""]
                 continue
             if isinstance(obj, types.ModuleType):
                 target = _page_of_module(obj.__name__)
@@ -277,11 +348,12 @@ def lowerings_page() -> str:
     return "\n".join(lines)
 
 
-def _expected_failures_module():
+def _tests_module(name: str):
+    """A module of `tests/lowering/` (the lists the OpInfo tests use), loaded from its file."""
     import importlib.util
 
-    path = ROOT / "tests" / "lowering" / "opinfo_expected_failures.py"
-    spec = importlib.util.spec_from_file_location("opinfo_expected_failures", path)
+    path = ROOT / "tests" / "lowering" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -300,7 +372,7 @@ def _failure_table(entries: dict) -> list[str]:
 def known_failures_page() -> str:
     """Every OpInfo check the suite expects to fail, with its reason, from the lists the tests
     use (`tests/lowering/opinfo_expected_failures.py`)."""
-    m = _expected_failures_module()
+    m = _tests_module("opinfo_expected_failures")
     base = {k: v for k, v in m.EXPECTED_FAILURES.items() if not any(k in e for e in m.EXPECTED_BEFORE.values())}
     every = {k: v for k, v in base.items() if k not in m.FLOAT32_ONLY}
     half = {k: v for k, v in m.HALF_EXPECTED_FAILURES.items()
@@ -320,6 +392,84 @@ def known_failures_page() -> str:
                   "Failures of an older supported torch's behaviour or its op_db's sample values, not "
                   "of cstorch's (a check without a dtype fails in every dtype).", "", *_failure_table(older)]
     return "\n".join(lines)
+
+
+def opinfo_counts() -> str:
+    """Per dtype, the OpInfo checks the suite runs and the ones it lets fail, derived without
+    running it: from torch's op_db (which entries torch runs and differentiates on CPU in
+    each dtype: the same predicates `check_mode` uses) and the expected-failure lists."""
+    import torch
+
+    import cstorch_jax.lowering  # noqa: F401  (registers every lowering)
+    from cstorch_jax.coverage.opinfo import has_gradient, has_kernel, load_op_db, op_id
+    from cstorch_jax.lowering.registry import LOWERINGS, RANDOM_OPS
+
+    random = [op for op in LOWERINGS if op in RANDOM_OPS]
+    aten = [op for op in LOWERINGS if op not in RANDOM_OPS and op.namespace == "aten"]
+    others = sorted({op.namespace for op in LOWERINGS if op not in RANDOM_OPS and op.namespace != "aten"})
+    failures = _tests_module("opinfo_expected_failures")
+    reached = _tests_module("opinfo_reached").REACHED
+    ops = load_op_db()
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    rows = {key: [] for key in ("fwd", "fwd_xfail", "grad", "grad_xfail")}
+    for name, dtype in dtypes.items():
+        forward = [op for op in ops if has_kernel(op, dtype)]
+        grad = [op for op in forward if has_gradient(op, dtype)]
+        for key, checked, mode in (("fwd", forward, "forward"), ("grad", grad, "grad")):
+            listed = sum(1 for op in checked if failures.expected_failure(op_id(op), mode, name))
+            rows[key].append(len(checked))
+            rows[key + "_xfail"].append(listed)
+
+    def row(title: str, values) -> str:
+        return f"| {title} | " + " | ".join(str(v) for v in values) + " |"
+
+    def must(key):
+        return [c - x for c, x in zip(rows[key], rows[key + "_xfail"])]
+
+    return "\n".join([
+        f"Generated when the site is built, under torch {torch.__version__.split('+')[0]}, from data the build "
+        f"reads without running the suite: torch's OpInfo database ({len(ops)} entries) and the lists of "
+        "expected failures (`tests/lowering/opinfo_expected_failures.py`). A *check* is one OpInfo entry in one "
+        "mode and dtype; it runs when torch has a CPU kernel for the entry in that dtype (a gradient check also "
+        "needs torch to differentiate it there), as `cstorch_jax.coverage.opinfo.check_mode` decides. A check "
+        "listed as an expected failure may fail; every other check must not fail: each of its samples must be "
+        "judged a match (above) or be out of scope (complex or 64-bit values, random ops, data-dependent "
+        "shapes: decided per sample when the suite runs, so not counted here). How many checks pass, and how "
+        "many are out of scope, only a run of the suite measures "
+        "(`python -m cstorch_jax.coverage --dtypes float32,bfloat16,float16`); no such run's figures are kept "
+        "on this page.", "",
+        "| OpInfo checks | " + " | ".join(dtypes) + " |",
+        "|---" * (len(dtypes) + 1) + "|",
+        row("forward checks run", rows["fwd"]),
+        row("forward: may fail (listed, with reasons)", rows["fwd_xfail"]),
+        row("forward: must not fail", must("fwd")),
+        row("gradient checks run", rows["grad"]),
+        row("gradient: may fail (listed, with reasons)", rows["grad_xfail"]),
+        row("gradient: must not fail", must("grad")),
+        "",
+        f"[The lowering table](lowerings.md) holds {len(LOWERINGS)} op overloads: "
+        f"{len(aten)} ATen ops, {len(random)} random ops (the sweep checks their shapes and dtypes, "
+        f"`tests/test_dropout.py` their statistics) and {len(LOWERINGS) - len(aten) - len(random)} of other "
+        f"namespaces ({', '.join(f'`{n}`' for n in others)}). {len(reached)} of the {len(aten)} ATen ops are "
+        "tested through the OpInfo check named for each in `tests/lowering/opinfo_reached.py`, the others by "
+        "hand-written samples (`tests/lowering/samples.py`, `test_direct_lowerings.py`); "
+        "`test_every_lowering_is_tested` keeps the lists complete.", ""])
+
+
+#: sections of hand-written pages generated at build time: `<!-- generated: NAME -->` on a
+#: line of its own is replaced by GENERATED_SECTIONS[NAME]()
+GENERATED_SECTIONS = {"opinfo-counts": opinfo_counts}
+_SECTION = re.compile(r"^<!-- generated: (?P<name>[\w-]+) -->$", re.M)
+
+
+def on_page_markdown(markdown, page, config, files):
+    def fill(match):
+        name = match["name"]
+        if name not in GENERATED_SECTIONS:
+            raise KeyError(f"{page.file.src_uri}: no generated section {name!r} (known: {sorted(GENERATED_SECTIONS)})")
+        return GENERATED_SECTIONS[name]()
+
+    return _SECTION.sub(fill, markdown)
 
 
 GENERATED = {

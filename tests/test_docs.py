@@ -168,3 +168,60 @@ def test_the_reference_has_an_entry_for_every_public_name_of_the_inventory(site)
     assert missing == [], f"public names without a reference entry: {missing}"
     # the check can fail: a name the reference does not hold is reported
     assert "cstorch.no_such_name" not in anchors
+
+
+_HIDDEN = re.compile(r"<(script|style|pre|code)\b.*?</\1>", re.S)
+
+
+def _visible_text(html: str) -> str:
+    """A page's text as a reader sees it outside code: scripts, styles, code blocks and
+    inline code removed, then every tag."""
+    return re.sub(r"<[^>]+>", " ", _HIDDEN.sub(" ", html))
+
+
+def site_problems(out: Path) -> list[str]:
+    """What keeps a built site from reading well, page by page: a page without the
+    navigation or missing from the search index, an image that is not in the site, a
+    `:::` directive or a Markdown table that was not rendered."""
+    index = json.loads((out / "search" / "search_index.json").read_text())
+    searchable = {doc["location"].split("#")[0] for doc in index["docs"]}
+    problems = []
+    for page in sorted(out.rglob("*.html")):
+        rel = page.relative_to(out).as_posix()
+        html = page.read_text()
+        if 'class="md-nav md-nav--primary"' not in html:
+            problems.append(f"{rel}: no navigation")
+        location = rel[: -len("index.html")]
+        if rel != "404.html" and location not in searchable:
+            problems.append(f"{rel}: not in the search index")
+        for src in re.findall(r"<img\b[^>]*\bsrc=\"([^\"]+)\"", html):
+            if not re.match(r"(https?:|data:)", src) and not (page.parent / src.split("#")[0]).is_file():
+                problems.append(f"{rel}: image {src} is not in the site")
+        text = _visible_text(html)
+        if ":::" in text:
+            problems.append(f"{rel}: an unrendered ':::' directive")
+        if re.search(r"\|\s*:?-{3,}:?\s*\|", text):
+            problems.append(f"{rel}: an unrendered Markdown table")
+    return problems
+
+
+def test_the_site_problem_finder_reports_each_kind(tmp_path):
+    (tmp_path / "search").mkdir()
+    (tmp_path / "search" / "search_index.json").write_text(json.dumps({"docs": [{"location": ""}]}))
+    nav = '<nav class="md-nav md-nav--primary"></nav>'
+    (tmp_path / "index.html").write_text(nav + '<img src="a.png"><p>::: x.y</p><code>::: ok</code>')
+    (tmp_path / "page").mkdir()
+    (tmp_path / "page" / "index.html").write_text("<p>| a | b |\n|---|---|</p><pre>|---|---|</pre>")
+    assert site_problems(tmp_path) == [
+        "index.html: image a.png is not in the site", "index.html: an unrendered ':::' directive",
+        "page/index.html: no navigation", "page/index.html: not in the search index",
+        "page/index.html: an unrendered Markdown table"]
+
+
+def test_the_built_site_reads_well(site):
+    """Every page has the navigation and is in the search index, every image it shows is in
+    the site, and no `:::` directive or Markdown table reached the HTML unrendered."""
+    out, returncode, _ = site
+    assert returncode == 0, "the site did not build"
+    assert len(list(out.rglob("*.html"))) > 20
+    assert site_problems(out) == []

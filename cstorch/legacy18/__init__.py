@@ -3,9 +3,9 @@ today's engine (the Model Zoo 1.8 runner classes of the same release are part of
 Trainer layer: `cstorch.trainer.runner`, `.device_runners`, `.base_model`; the top-level
 `modelzoo` package serves them under the Model Zoo 1.8 module paths).
 
-The porting API (`import cerebras_pytorch.experimental as cstorch`,
-   the `cerebras_pytorch` package aliases this one). Every name maps onto the 2.x
-   public API; nothing runs a step, an optimizer or a checkpoint by itself:
+The porting API (`import cerebras_pytorch.experimental as cstorch`; the
+`cerebras_pytorch` package aliases this one). Every name maps onto the 2.x public API;
+nothing runs a step, an optimizer or a checkpoint by itself:
 
        1.8 name                                 2.x it is built on          module
        ---------------------------------------  --------------------------  -------------
@@ -34,6 +34,11 @@ The porting API (`import cerebras_pytorch.experimental as cstorch`,
 Why a package of its own: the names clash with the 2.x ones they are built on
 (`compile`, `DataLoader`, `Optimizer`, ...) and have other signatures, and
 `cstorch.experimental` is the 2.x API's own (different) module.
+
+Differences from the real system:
+    Only the names above: the 1.8 package's other names (`scalar_summary`,
+    `save_summaries`, `utils.CSConfig`, the lazy `xla` device) do not exist, and
+    pipeline execution is not supported (`compile`).
 """
 from . import amp, metrics, optim, utils
 from . import run_config

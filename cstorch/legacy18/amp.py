@@ -24,7 +24,13 @@ from cstorch.amp import __all__ as _amp_all
 
 
 class GradScaler(cstorch.amp.GradScaler):
-    """The 2.x GradScaler with the 1.8 defaults (module doc)."""
+    """The 2.x GradScaler (`scale`, `unscale_`, `step`, `update`, `state_dict`, ...) with
+    1.8's arguments and its default `overflow_tolerance=0.05`.
+
+    Differences from the real system:
+        `max_gradient_norm` (a pipeline-mode setting in 1.8) has no effect, with a
+        warning: clip with `optimizer_step(..., max_gradient_norm=...)`.
+    """
 
     def __init__(self, loss_scale: Union[str, float, None] = None, init_scale: Optional[float] = None,
                  steps_per_increase: Optional[int] = None, min_loss_scale: Optional[float] = None,
@@ -42,7 +48,15 @@ class GradScaler(cstorch.amp.GradScaler):
 def optimizer_step(loss, optimizer, grad_scaler: Optional[cstorch.amp.GradScaler] = None,
                    max_gradient_norm: Optional[float] = None, max_gradient_val: Optional[float] = None, *,
                    max_gradient_value: Optional[float] = None) -> None:
-    """Backward, unscale, clip (by norm or by value), step, update, zero_grad (module doc)."""
+    """Backward, unscale, clip (by norm or by value), step, update, zero_grad: the 2.x
+    `cstorch.amp.optimizer_step`. `max_gradient_val` is 1.8's name of 2.x's
+    `max_gradient_value` (both accepted, not together).
+
+    Differences from the real system:
+        `grad_scaler=None`, as the porting guide's example passes when it does not scale
+        the loss, steps through a static scaler of 1.0, whose scale, unscale and step
+        are exact no-ops: backward, clip, `optimizer.step()`, `zero_grad()`.
+    """
     if max_gradient_val is not None and max_gradient_value is not None:
         raise ValueError("optimizer_step: max_gradient_val and max_gradient_value are the same setting (1.8 and 2.x "
                          "names); give one.")

@@ -98,8 +98,15 @@ class CompiledModel:
 
 
 def compile(model: torch.nn.Module, backend: str = "wse_ws") -> CompiledModel:  # noqa: A001  (the 1.8 name)
-    """Prepare `model` for `backend` ("wse_ws": the Cerebras system, i.e. CSX; "cpu";
-    "gpu"): creates the process's backend from the configuration on first use."""
+    """Prepare `model` for `backend` ("wse_ws", any case: the Cerebras system, i.e. CSX;
+    "cpu"; "gpu"): creates the process's backend from the `configure` configuration (its
+    defaults without it) on first use, then `cstorch.compile(model)`.
+
+    Differences from the real system:
+        Pipeline execution (`"wse_pipeline"`, `"wse_pl"`, `"pipeline"`) is a
+        `NotImplementedError`. The returned model's `.backend` offers 1.8's `is_wse()`,
+        `is_cpu()`, `is_gpu()` and `name` over the 2.x backend.
+    """
     kind = _backend_type(backend)
     b = cstorch.backend()
     if b is None:

@@ -33,11 +33,23 @@ class _ComputeOnSystem:
 
 
 class AccuracyMetric(_ComputeOnSystem, cstorch.metrics.AccuracyMetric):
-    """Accuracy (2.x `AccuracyMetric`): `metric(labels=..., predictions=...)`."""
+    """Accuracy (2.x `AccuracyMetric`) with 1.8's constructor `(name,
+    compute_on_system=True)`: `metric(labels=..., predictions=...)`, `float(metric)`.
+
+    Differences from the real system:
+        `compute_on_system=False` (host computation, a pipeline-mode feature) is a
+        `ValueError` when the metric is updated on CSX; CPU and GPU accept it.
+    """
 
 
 class PerplexityMetric(_ComputeOnSystem, cstorch.metrics.PerplexityMetric):
-    """Perplexity (2.x `PerplexityMetric`): `metric(labels=..., loss=...)`."""
+    """Perplexity (2.x `PerplexityMetric`) with 1.8's constructor `(name,
+    compute_on_system=True)`: `metric(labels=..., loss=...)`, `float(metric)`.
+
+    Differences from the real system:
+        `compute_on_system=False` (host computation, a pipeline-mode feature) is a
+        `ValueError` when the metric is updated on CSX; CPU and GPU accept it.
+    """
 
 
 def compute_all_metrics():

@@ -116,7 +116,17 @@ def configure(model_dir: str = "./", compile_dir: str = "/opt/cerebras/cached_co
               mgmt_address: Optional[str] = None, *, credentials_path: Optional[str] = None,
               job_time_sec: Optional[int] = None, disable_version_check: bool = False, seed: Optional[int] = None,
               debug_args=None) -> None:
-    """Set the process's run configuration (module doc), once, before `compile`."""
+    """Set the process's run configuration, once per process, before `compile`: the 1.8
+    defaults; it becomes the backend's arguments and its `ClusterConfig` (the module's
+    table says what each argument becomes). A second call, or one once a backend exists,
+    is a `RuntimeError`; the `ClusterConfig` checks run now.
+
+    Differences from the real system:
+        A call after the model was built but before `compile` cannot be detected (only a
+        backend's existence is checked). `transfer_processes` sets
+        `cstorch.backends.csx.performance.transfer_processes` when `compile` creates a CSX
+        backend. `debug_args` is accepted and has no effect.
+    """
     global _CONFIG
     if _CONFIG is not None:
         raise RuntimeError(

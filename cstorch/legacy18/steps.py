@@ -70,8 +70,13 @@ class _Bound:
 
 def compile_step(fn: Callable) -> Callable:
     """The training/evaluation step: `cstorch.trace(fn)`. On CSX it runs inside
-    `for batch in dataloader:` over a 1.8 DataLoader, and takes the batch (not the
-    DataLoader)."""
+    `for batch in dataloader:` over a 1.8 DataLoader (a `RuntimeError` otherwise), and
+    takes the batch (not the DataLoader).
+
+    Differences from the real system:
+        Given the DataLoader instead of the batch (a typo of the porting guide's
+        example), it raises a `TypeError`.
+    """
     traced = cstorch.trace(fn)
 
     @functools.wraps(fn)
@@ -99,7 +104,13 @@ def compile_step(fn: Callable) -> Callable:
 
 
 def step_closure(fn: Callable) -> Callable:
-    """Host code on a step's values (module doc for when it runs)."""
+    """Host code on a step's values (the module's table says when it runs).
+
+    Differences from the real system:
+        Called outside the DataLoader loop, it runs at once. Called inside the
+        compile_step in the loop, it cannot fetch weights (`save` and `state_dict()`
+        raise a `RuntimeError`).
+    """
 
     @functools.wraps(fn)
     def closure(*args, **kwargs):
@@ -119,7 +130,13 @@ def step_closure(fn: Callable) -> Callable:
 
 def checkpoint_closure(fn: Callable) -> Callable:
     """A step closure that runs only on checkpoint steps (and the last step), with the
-    weights of that step; outside the loop it runs at once."""
+    weights of that step.
+
+    Differences from the real system:
+        Called outside the DataLoader loop, it runs at once. The checkpoint steps are
+        those of `DataLoader.is_checkpoint_step`: two per interval where the real
+        system has one.
+    """
 
     @functools.wraps(fn)
     def closure(*args, **kwargs):
@@ -168,7 +185,17 @@ def check_fetch(what: str) -> None:
 
 
 def save(state_dict, checkpoint_file) -> None:
-    """`cstorch.save` (H5 checkpoint), on a step where weights can be fetched."""
+    """`cstorch.save` (H5 checkpoint), on a step where weights can be fetched: while a
+    1.8 DataLoader is iterated, a checkpoint step or the run's last step (in the loop
+    body, or in a step closure called in the loop on such a step); elsewhere a
+    `RuntimeError` that names the steps. Outside the loop it always saves.
+    `model.state_dict()` of a model given to 1.8 `compile` follows the same rule.
+
+    Differences from the real system:
+        The checkpoint steps are those of `DataLoader.is_checkpoint_step`: two per
+        interval where the real system has one. A step closure called inside the
+        compile_step cannot fetch weights.
+    """
     check_fetch("cstorch.save")
     cstorch.save(state_dict, checkpoint_file)
 

@@ -369,13 +369,25 @@ def run_samples(op, samples: Iterable, prepare, dtype: torch.dtype, max_failures
     return out
 
 
+def has_kernel(op, dtype: torch.dtype) -> bool:
+    """Whether torch runs the OpInfo's op on CPU in `dtype`; without such a kernel the op is
+    out of scope in that dtype and neither of its checks runs."""
+    return dtype in op.supported_dtypes("cpu")
+
+
+def has_gradient(op, dtype: torch.dtype) -> bool:
+    """Whether torch differentiates the OpInfo's op on CPU in `dtype`, so that its gradient
+    check runs (given `has_kernel`); otherwise the check is "n/a"."""
+    return op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
+
+
 def check_mode(op, mode: str, dtype: torch.dtype = torch.float32, limit: int | None = DEFAULT_LIMIT) -> Outcome:
     """The outcome of one OpInfo at `dtype` in `mode` ("forward" or "grad")."""
-    if dtype not in op.supported_dtypes("cpu"):
+    if not has_kernel(op, dtype):
         return Outcome(OUT_OF_SCOPE, reasons=[f"out of scope: torch has no {dtype} kernel for it on CPU"])
     if mode == "forward":
         return run_samples(op, choose_samples(op, dtype, False, limit), prepare_forward, dtype)
-    if not (op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")):
+    if not has_gradient(op, dtype):
         return Outcome(NOT_APPLICABLE, reasons=["not differentiable"])
     return run_samples(op, choose_samples(op, dtype, True, limit), prepare_grad, dtype)
 

@@ -233,3 +233,26 @@ def test_micro_batch_size_splits_the_compiled_train_step(tmp_path):
 def test_micro_batch_size_must_divide_the_batch(tmp_path):
     with pytest.raises(ValueError, match="micro_batch_size=3 must divide the batch"):
         _train("CSX", 3, tmp_path)
+
+
+def test_every_flag_says_what_it_does_here():
+    """The flag-tree page is generated from each flag's definition: every flag says whether
+    it takes effect here, and has a text of its own or its group's; the cstorch-only flags
+    are exactly those the real tree lacks."""
+    from cstorch.backends import EFFECTS, OWN
+
+    def walk(group):
+        for name, flag in group._flags.items():
+            yield group, name, flag
+        for sub in group._groups.values():
+            yield from walk(sub)
+
+    own = set()
+    for group, name, flag in walk(backends.csx):
+        path = f"{group._path}.{name}"
+        assert flag.effect in EFFECTS, path
+        assert flag.doc or flag.differs or group._doc or group._differs, path
+        if flag.effect == OWN:
+            own.add(path[len("cstorch.backends."):])
+    assert own == {"csx.performance.prefetch_batches", "csx.performance.progress", "csx.cluster.shard_state"}
+    assert own.isdisjoint(FLAGS)

@@ -143,3 +143,15 @@ HALF_EXPECTED_BEFORE: dict[str, dict[tuple[str, str, str], str]] = {"2.13": {
 }}
 for _release, _entries in HALF_EXPECTED_BEFORE.items():
     HALF_EXPECTED_FAILURES |= before(_release, _entries)
+
+
+def expected_failure(name: str, mode: str, dtype: str = "float32") -> str | None:
+    """Why the check of op_db entry `name` in `mode` ("forward" | "grad") and `dtype`
+    ("float32", "bfloat16" or "float16") may fail under the running torch, or None when it
+    must pass: the float32 list's entry (in 16 bits, unless it is `FLOAT32_ONLY`), else the
+    16-bit list's."""
+    if dtype == "float32":
+        return EXPECTED_FAILURES.get((name, mode))
+    if (name, mode) in EXPECTED_FAILURES and (name, mode) not in FLOAT32_ONLY:
+        return EXPECTED_FAILURES[name, mode]
+    return HALF_EXPECTED_FAILURES.get((name, mode, dtype))

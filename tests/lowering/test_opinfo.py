@@ -17,7 +17,7 @@ pytest.importorskip("expecttest", reason="torch's OpInfo database needs expectte
 from cstorch_jax.coverage.opinfo import (  # noqa: E402
     DEFAULT_LIMIT, FAIL, NOT_APPLICABLE, OUT_OF_SCOPE, check_mode, load_op_db, op_id,
 )
-from opinfo_expected_failures import EXPECTED_FAILURES, absent_here  # noqa: E402
+from opinfo_expected_failures import EXPECTED_FAILURES, absent_here, expected_failure  # noqa: E402
 from opinfo_reached import REACHED, SINCE  # noqa: E402
 
 OPS = {op_id(op): op for op in load_op_db()}
@@ -26,7 +26,7 @@ OPS = {op_id(op): op for op in load_op_db()}
 def _run(name: str, mode: str, request) -> None:
     full = request.config.getoption("--full")
     outcome = check_mode(OPS[name], mode, limit=None if full else DEFAULT_LIMIT)
-    expected = EXPECTED_FAILURES.get((name, mode))
+    expected = expected_failure(name, mode)
     if outcome.status == OUT_OF_SCOPE:
         pytest.skip("; ".join(outcome.reasons))
     if outcome.status == NOT_APPLICABLE:

@@ -16,16 +16,12 @@ pytest.importorskip("expecttest", reason="torch's OpInfo database needs expectte
 from cstorch_jax.coverage.opinfo import (  # noqa: E402
     DEFAULT_LIMIT, FAIL, NOT_APPLICABLE, OUT_OF_SCOPE, PASS, check_mode, load_op_db, op_id,
 )
-from opinfo_expected_failures import EXPECTED_FAILURES, FLOAT32_ONLY, HALF_EXPECTED_FAILURES, absent_here  # noqa: E402
+from opinfo_expected_failures import (  # noqa: E402
+    EXPECTED_FAILURES, FLOAT32_ONLY, HALF_EXPECTED_FAILURES, absent_here, expected_failure,
+)
 
 OPS = {op_id(op): op for op in load_op_db()}
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def _expected(name: str, mode: str, dtype: str) -> str | None:
-    if (name, mode) in EXPECTED_FAILURES and (name, mode) not in FLOAT32_ONLY:
-        return EXPECTED_FAILURES[name, mode]
-    return HALF_EXPECTED_FAILURES.get((name, mode, dtype))
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -37,7 +33,7 @@ def test_opinfo_in_16_bit(name, mode, dtype):
         pytest.skip("; ".join(outcome.reasons))
     if outcome.status == NOT_APPLICABLE:
         pytest.skip(f"{name} has no gradient to test")
-    expected = _expected(name, mode, dtype)
+    expected = expected_failure(name, mode, dtype)
     if outcome.status == FAIL:
         if expected:
             pytest.xfail(expected)

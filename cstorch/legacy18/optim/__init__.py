@@ -25,7 +25,16 @@ from .lr_scheduler import configure_lr_scheduler
 
 
 class Optimizer(cstorch.optim.Optimizer):
-    """Base class of custom 1.8 optimizers (module doc)."""
+    """Base class of custom 1.8 optimizers: the 2.x `cstorch.optim.Optimizer`
+    (`__init__(params, defaults, enable_global_step=False)`, abstract `preinitialize`
+    and `step`) plus 1.8's abstract `state_names_to_sparsify()`. A subclass that does
+    not define it cannot be instantiated; `isinstance(cstorch.optim.SGD(...),
+    Optimizer)` holds for the built-in optimizers.
+
+    Differences from the real system:
+        No sparsity: the names `state_names_to_sparsify()` returns are checked (each
+        must be a state `preinitialize` created), not used.
+    """
 
     def __init__(self, params, defaults: dict, enable_global_step: bool = False):
         super().__init__(params, defaults, enable_global_step=enable_global_step)

@@ -28,7 +28,16 @@ _MAIN_SCHEDULER = {"chainedlr": "chained", "chainedscheduler": "chained", "seque
 
 
 class LRScheduler(cstorch.optim.lr_scheduler.LRScheduler):
-    """Base class of custom 1.8 learning-rate schedulers (module doc)."""
+    """Base class of custom 1.8 learning-rate schedulers: a subclass defines
+    `_get_closed_form_lr()`, the learning rate computed with torch ops from
+    `self.last_epoch` (an int64 0-d tensor: the step). It is a 2.x scheduler, so it also
+    works inside the 2.x composites (`SequentialLR`, ...);
+    `isinstance(<a 2.x scheduler>, LRScheduler)` holds.
+
+    Differences from the real system:
+        `configure_lr_scheduler` does not find a custom scheduler by name in a config
+        dict: it knows the classes of `cstorch.optim.lr_scheduler`.
+    """
 
     def __init__(self, optimizer, total_iters: Optional[int] = None, last_epoch: int = -1):
         super().__init__(optimizer, total_iters=total_iters, last_epoch=last_epoch)
@@ -52,7 +61,14 @@ class LRScheduler(cstorch.optim.lr_scheduler.LRScheduler):
 
 
 def configure_lr_scheduler(optimizer, learning_rate, adjust_learning_rate: Optional[dict] = None):
-    """The 2.x `configure_lr_scheduler`, also taking 1.8's `main_scheduler` names."""
+    """The 2.x `configure_lr_scheduler` (a number, a `{"scheduler": name, ...}` dict or a
+    list of them), also taking 1.8's `main_scheduler` names.
+
+    Differences from the real system:
+        In a list, `main_scheduler` takes 1.8's `ChainedLR`, `ChainedScheduler` and
+        `SequentialLR` (any case) and 2.x's `chained` and `sequential`. Only the
+        classes of `cstorch.optim.lr_scheduler` are found by name.
+    """
     if isinstance(learning_rate, (list, tuple)):
         learning_rate = [_main_scheduler_2x(d) for d in learning_rate]
     return cstorch.optim.configure_lr_scheduler(optimizer, learning_rate, adjust_learning_rate)

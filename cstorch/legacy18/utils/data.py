@@ -72,7 +72,20 @@ def _check_count(name: str, value, low: int) -> None:
 
 
 class DataLoader:
-    """The 1.8 data loader (module doc)."""
+    """The 1.8 data loader, iterated directly: it wraps a 2.x
+    `cstorch.utils.data.DataLoader(input_fn, *args, **kwargs)` and each `iter()` runs one
+    pass as a 2.x `DataExecutor` (the module's text says how long a pass is and which
+    steps are checkpoint steps). `len()`, `num_epochs`, `total_steps`; other attributes
+    (`dataset`, `batch_size`, ...) are those of the loader `input_fn` returned.
+
+    Differences from the real system:
+        A checkpoint step is one where the 0-based step `g` (counted from
+        `initial_step`) has `g % N == 0` (the porting guide's example) or
+        `(g + 1) % N == 0` (Model Zoo 1.8's loop), or the run's last step: two per
+        interval of N steps where the real system has one. A pass left early
+        (`next(iter(loader))`) does not count the step it did not finish; iterating
+        after the run's last step yields nothing.
+    """
 
     def __init__(self, input_fn: Callable, *args, num_steps: Optional[int] = None, max_steps: Optional[int] = None,
                  num_epochs: Optional[int] = None, steps_per_epoch: Optional[int] = None, initial_step: int = 0,
