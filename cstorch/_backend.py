@@ -17,7 +17,7 @@ import cstorch_jax
 from . import backends
 from .distributed.cluster_config import ClusterConfig
 from .distributed.processes import join_from_environment
-from .runtime import RunState
+from .run import Run
 from .stateful import StateRegistry
 
 
@@ -69,7 +69,7 @@ class Backend:
         self.placement = placement  # where a CSX run's arrays live (a cstorch_jax.Placement)
         self.shard_state = False
         self.registry = StateRegistry()
-        self.run = RunState(self)
+        self.run = Run(self)
 
     @property
     def torch_device(self) -> torch.device:

@@ -63,6 +63,11 @@ class StepState:
         self._constrained = [(prefix, obj) for prefix, obj in self.entries
                              if any(id(t) in used for _, t in obj.step_state())]
 
+    @property
+    def constrained(self) -> list[tuple[str, object]]:
+        """(name prefix, object) of the objects that constrain later calls (`restrict_to`)."""
+        return self._constrained
+
     def frozen(self) -> dict[str, object]:
         """Everything the graph was specialised on that is not a tensor input."""
         out: dict[str, object] = {}

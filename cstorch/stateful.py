@@ -27,7 +27,7 @@ are held by name in `metrics_by_name`, which is the real API's `Metric.registry`
 (strong references, as on the real system); clearing it forgets them.
 
 The RNG key of the compiled steps is run state as well: it lives in the backend's
-`RunState.device_state` (`cstorch.random`).
+`Run.device_state` (`cstorch.random`).
 """
 from __future__ import annotations
 

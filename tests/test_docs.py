@@ -225,3 +225,32 @@ def test_the_built_site_reads_well(site):
     assert returncode == 0, "the site did not build"
     assert len(list(out.rglob("*.html"))) > 20
     assert site_problems(out) == []
+
+
+def test_the_architecture_walks_the_step_path_the_code_takes():
+    """The architecture page's numbered walk through `Run.dispatch` names, in order, the
+    calls `Run.dispatch` makes (so the page cannot drift from the code): the first
+    backticked `Class.method` of each sub-step after the first (`Run.enter_step`, called
+    by the traced step before dispatching) must appear in that order in the method's
+    source, and every named class has that method."""
+    import inspect
+
+    from cstorch.run import host_edits, interrupts, program, run
+    from cstorch.run.closures import ClosureRecorder
+    from cstorch_jax.runtime import DeviceState
+
+    classes = {"Run": run.Run, "StepProgram": program.StepProgram, "StateWatch": host_edits.StateWatch,
+               "SyncOnTouch": host_edits.SyncOnTouch, "RunInterrupts": interrupts.RunInterrupts,
+               "DeviceState": DeviceState, "ClosureRecorder": ClosureRecorder}
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    walk = text[text.index("4. **Every call: the run dispatches.**"):text.index("5. **Back to the host.**")]
+    steps = re.findall(r"^\s+\d+\. (.*?)$", walk, re.M)
+    named = [re.search(r"`(\w+)\.(\w+)`", step).groups() for step in steps]
+    assert named[0] == ("Run", "enter_step") and len(named) == 8, named
+    for cls, method in named:
+        assert hasattr(classes[cls], method), f"architecture.md names {cls}.{method}, which does not exist"
+    source = inspect.getsource(run.Run.dispatch)
+    positions = [source.find(f".{method}(") if method != "critical" else source.find(".critical()")
+                 for _, method in named[1:]]
+    assert -1 not in positions, dict(zip(named[1:], positions))
+    assert positions == sorted(positions), f"the page's order {named[1:]} is not the code's: {positions}"

@@ -1,5 +1,5 @@
 """Host-side reads and edits of training state between CSX steps act as on the CPU backend
-(issue 20, item 1; `cstorch/host_edits.py`): in-place writes under no_grad, model and
+(issue 20, item 1; `cstorch/run/host_edits.py`): in-place writes under no_grad, model and
 optimizer `load_state_dict`, scheduler and scaler state loads, a Parameter replaced
 everywhere it is held. Edits that would need another graph are a StaticGraphError that
 names the tensor. Each run is compared with the CPU backend running the same script."""

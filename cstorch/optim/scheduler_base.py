@@ -386,7 +386,7 @@ class Scheduler(abc.ABC):
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyper-parameters and the step (copied into `last_epoch` in place) and
         rewrite the param groups. The dict is not modified. During a CSX run the next
-        step uploads the loaded values (`cstorch.host_edits`)."""
+        step uploads the loaded values (`cstorch.run.host_edits`)."""
         state = dict(state_dict)
         last_epoch = state.pop("last_epoch", None)
         children = state.pop("_schedulers", None)

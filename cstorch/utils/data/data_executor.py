@@ -16,12 +16,12 @@ every step. `activation_steps` is capped at `num_steps` and reduced (with a warn
 to a divisor of every checkpoint step's `user_iteration`, so that closures can fetch
 values on checkpoint steps; checkpoint closures always follow the checkpoint schedule.
 
-Iteration. `iter(executor)` starts the run at once (`RunState.start`): until the
+Iteration. `iter(executor)` starts the run at once (`Run.start`): until the
 first `next()` the run is at its pre-initial step (`iteration == -1`,
 `is_pre_initial_step`) and `current_executor()` is this executor. The input pipeline
 (`streamer.py`: the loader's data workers, run ahead by producer threads when
 `cstorch.backends.csx.performance.prefetch_batches > 0`) starts with the run; step k
-takes global batch k, from worker k % W. The run ends (`RunState.end`; the producers
+takes global batch k, from worker k % W. The run ends (`Run.end`; the producers
 are stopped and joined) when its steps are done, when the loop is left early (`break`
 or an exception in the loop body: pending closures still run) or when the run itself
 raises (the loader or a closure: pending closures are dropped). `pipeline_stats`
@@ -46,14 +46,11 @@ import time
 from pathlib import Path
 from typing import Optional, Union
 
-import torch
-import torch.utils._pytree as pytree
-
 from ... import _backend, backends
 from ..profiler import Profiler
 from .dataloader import DataLoader
 from .streamer import HostPipeline, PipelineStats, ProgressBar
-from .utils import Schedule
+from .utils import Schedule, tensor_leaves
 
 log = logging.getLogger("cstorch")
 
@@ -296,7 +293,7 @@ class DataExecutor:
 def _batch_size(batch) -> Optional[int]:
     """The common dim-0 size of the batch's tensors (a 0-d tensor counts as 1), or None
     when they differ or there are none."""
-    sizes = {t.shape[0] if t.dim() else 1 for t in pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)}
+    sizes = {t.shape[0] if t.dim() else 1 for t in tensor_leaves(batch)}
     return sizes.pop() if len(sizes) == 1 else None
 
 

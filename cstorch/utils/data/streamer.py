@@ -12,7 +12,7 @@ A `DataExecutor` run takes its global batches from `HostPipeline.next_batch(k)`:
 * **Prefetch.** With `prefetch_batches = P > 0` each worker gets a daemon producer
   thread that pulls its batches ahead into a bounded queue of P batches. Each batch is
   handed to one staging thread shared by the workers, which calls `stage(batch)` (on
-  CSX, `RunState.stage_batch`: the host-to-device copy) while the producer already pulls
+  CSX, `Run.stage_batch`: the host-to-device copy) while the producer already pulls
   the next batch; a step waits for its batch's staging to finish. A producer holds at most one batch beyond its full queue, so a worker's loader
   is never more than P + 1 batches ahead of the steps. The order of batches and the
   number taken from each loader are those of a run without prefetch. With P = 0 there

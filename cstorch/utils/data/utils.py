@@ -197,6 +197,14 @@ def compute_num_steps(dataloader, initial_step: int = 0, num_steps: Optional[int
     return min(bounds)
 
 
+def tensor_leaves(data) -> list[torch.Tensor]:
+    """The tensors among `data`'s pytree leaves, in leaf order. A tuple or list of
+    tensors (the usual batch) is read without a pytree walk."""
+    if type(data) in (tuple, list) and all(type(t) is torch.Tensor for t in data):
+        return list(data)
+    return [t for t in pytree.tree_leaves(data) if isinstance(t, torch.Tensor)]
+
+
 def infer_batch_size(data, batch_size: Optional[int] = None, *, is_csx: Optional[bool] = None) -> Optional[int]:
     """Dim 0 shared by every tensor of `data` (a 0-d tensor counts as 1).
 
@@ -207,8 +215,7 @@ def infer_batch_size(data, batch_size: Optional[int] = None, *, is_csx: Optional
     """
     if is_csx is None:
         is_csx = use_cs()
-    sizes = {t.shape[0] if t.dim() > 0 else 1
-             for t in pytree.tree_leaves(data) if isinstance(t, torch.Tensor)}
+    sizes = {t.shape[0] if t.dim() > 0 else 1 for t in tensor_leaves(data)}
     if not sizes:
         return 1
     if len(sizes) > 1:

@@ -11,7 +11,9 @@ the torch tensors are stale until something syncs them. So:
    device's values and edits start from them. The mode disarms at the next step.
    Where another dispatch mode is already active (it would be popped in our place),
    the state is synced right after each step instead.
-2. `StateWatch.check()`, before each step, finds the edits:
+2. `StateWatch.check()`, before each step, is the one place that decides what changed
+   on the host since the upload:
+   - the state tensors the guard saw written (through any alias) are uploaded again;
    - a tensor written in place on the host since host and device last agreed (its
      `_version` moved: `with torch.no_grad(): p.mul_(0.5)`, `load_state_dict` of a
      model, optimizer, scheduler or grad scaler) is uploaded again (`DeviceState`);
@@ -28,10 +30,14 @@ the torch tensors are stale until something syncs them. So:
      `requires_grad_` flipped, a new shape or dtype, a Parameter replaced on the module
      but not in the optimizer that updates it (on the CPU backend the optimizer would
      go on updating a tensor the model no longer uses), state that no longer exists.
+   - a graph constant changed (`StepState.frozen`: a module's train/eval mode, a frozen
+     hyper-parameter such as an optimizer's momentum, a scheduler's milestones) is a
+     `StaticGraphError` naming it.
 
    The per-step cost is a few C-level passes over the compiled step's state tensors
-   (version, requires_grad, data pointer) and an identity check of the optimizers'
-   param lists; the full collection runs only when a module registered a new
+   (version, requires_grad, data pointer), the modules' train flags, an identity check
+   of the optimizers' param groups (their lists and values) and the few graph
+   constants of the schedulers, scalers and metrics; the full collection runs only when a module registered a new
    Parameter, buffer or submodule (global registration hooks bump a counter) or an
    optimizer's param lists, hyper-parameter tensors or a small object's tensors
    changed identity.
@@ -47,9 +53,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from cstorch_jax import StaticGraphError, TensorSpec
 
-from .state import StepState
+from ..state import StepState
 
 _requires_grad = attrgetter("requires_grad")
+_training = attrgetter("training")
 _data_ptr = torch.Tensor.data_ptr
 
 # bumped whenever any module registers a Parameter, buffer or submodule (assignment included)
@@ -212,7 +219,10 @@ class StateWatch:
         #: the compiled tensors that are a model's parameters or buffers (where `requires_grad_`
         #: and `p.data = x` apply), by position
         self.model_positions = [i for i, names in enumerate(self.aliases) if any(n.startswith("model") for n in names)]
+        #: what the graph was specialised on besides its tensors (`StepState.frozen`)
+        self.frozen = state.frozen()
         self._snapshot()
+        self._snapshot_constants()
 
     def _snapshot(self) -> None:
         self.registrations = _registrations[0]
@@ -233,10 +243,30 @@ class StateWatch:
         self.small = [(obj, [t for _, t in obj.step_state()]) for _, obj in self.state.entries
                       if obj.state_kind in ("scheduler", "grad_scaler", "metric")]
 
+    def _snapshot_constants(self) -> None:
+        """What `_constants_moved` compares with: the constrained models' modules and their
+        train flags, each optimizer's param groups and their values (as objects), and the
+        graph constants of the other objects."""
+        self.constant_registrations = _registrations[0]
+        constrained = self.state.constrained
+        self.modules = [m for _, obj in constrained if obj.state_kind == "model" for m in obj.module.modules()]
+        self.training = list(map(_training, self.modules))
+        self.groups = [(opt, list(opt.param_groups), [list(g.values()) for g in opt.param_groups])
+                       for _, opt in constrained if opt.state_kind == "optimizer"]
+        self.other_constants = [(prefix, obj, obj.graph_constants(prefix)) for prefix, obj in constrained
+                                if obj.state_kind not in ("model", "optimizer")]
+
     # -- per step -----------------------------------------------------------------------
-    def check(self, device_state) -> None:
-        """Raise StaticGraphError for an edit that changes the graph; make the other
-        edits reach the device at the next upload."""
+    def check(self, device_state, written: list) -> None:
+        """Before a step: raise StaticGraphError for an edit that changes the graph; make
+        the other edits reach the device at the next upload (`written`: the state tensors
+        the host guard saw written since the last step; the device state re-uploads a
+        tensor whose `_version` moved by itself)."""
+        if written:
+            device_state.forget(written)
+        if self._constants_moved():
+            self._check_frozen()
+            self._snapshot_constants()
         if self._identities_changed():
             self._rebind(device_state)
         if list(map(_requires_grad, self.model_tensors)) != self.model_requires_grad:
@@ -252,6 +282,31 @@ class StateWatch:
         if ptrs != self.data_ptrs:  # `t.data = other`: new values without a version change
             device_state.forget([t for t, old, new in zip(self.model_tensors, self.data_ptrs, ptrs) if old != new])
             self._snapshot()
+
+    def _constants_moved(self) -> bool:
+        """Whether a graph constant may have changed since the last snapshot (then
+        `_check_frozen` compares them all)."""
+        if self.constant_registrations != _registrations[0]:
+            return True
+        if list(map(_training, self.modules)) != self.training:
+            return True
+        for opt, groups, values in self.groups:
+            now = opt.param_groups
+            if len(now) != len(groups) or not all(map(is_, now, groups)):
+                return True
+            for group, vals in zip(now, values):
+                if len(group) != len(vals) or not all(map(is_, group.values(), vals)):
+                    return True
+        return any(obj.graph_constants(prefix) != want for prefix, obj, want in self.other_constants)
+
+    def _check_frozen(self) -> None:
+        now = self.state.frozen()
+        for key, want in self.frozen.items():
+            if now.get(key) != want:
+                raise StaticGraphError(
+                    f"{key} was {want} when the step was compiled and is now {now.get(key)}. It is frozen into "
+                    f"the compiled graph, so it cannot change during a run."
+                )
 
     def _identities_changed(self) -> bool:
         if self.registrations != _registrations[0]:

@@ -35,8 +35,6 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from contextlib import contextmanager
-from typing import Iterator
 
 EXIT_ON_SIGTERM = 128 + signal.SIGTERM
 
@@ -45,6 +43,7 @@ class RunInterrupts:
     def __init__(self):
         self._previous: dict[int, object] = {}
         self._critical = 0
+        self._section = _CriticalSection(self)
         self._held_interrupt = False
         self._terminate = False
         self._previous_unraisable_hook = None
@@ -74,18 +73,10 @@ class RunInterrupts:
             self._previous_unraisable_hook = None
         self._terminate = self._held_interrupt = False
 
-    @contextmanager
-    def critical(self) -> Iterator[None]:
-        """A Ctrl-C that arrives inside the block is raised when it ends."""
-        if not self._critical:
-            self._raise_held_interrupt()
-        self._critical += 1
-        try:
-            yield
-        finally:
-            self._critical -= 1
-        if not self._critical:
-            self._raise_held_interrupt()
+    def critical(self) -> "_CriticalSection":
+        """A block (`with interrupts.critical():`) in which a Ctrl-C is held and raised
+        when the block ends (unless the block raised: its exception propagates)."""
+        return self._section
 
     def at_step_boundary(self) -> None:
         """Between steps: SystemExit(143) if SIGTERM arrived during the run, the
@@ -114,3 +105,26 @@ class RunInterrupts:
 
     def _on_terminate(self, signum, frame) -> None:
         self._terminate = True
+
+
+class _CriticalSection:
+    """`RunInterrupts.critical()`: a plain context manager (a step's dispatch enters it
+    every step; a generator-based one costs several times more)."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: RunInterrupts):
+        self._owner = owner
+
+    def __enter__(self) -> None:
+        owner = self._owner
+        if not owner._critical:
+            owner._raise_held_interrupt()
+        owner._critical += 1
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        owner = self._owner
+        owner._critical -= 1
+        if exc_type is None and not owner._critical:
+            owner._raise_held_interrupt()
+        return False

@@ -1,5 +1,19 @@
-"""The run lifecycle of a backend: active executors, the step-closure queue and, on
-CSX, the device-resident state.
+"""`Run`: the run of a backend, the one owner of a step's execution.
+
+`start` (an executor's `iter()`), `dispatch` (one compiled CSX step), `batch_end` (the
+step's closures), `sync_state_to_host` and `end`. It holds the active executors, the
+step-closure queue and, on CSX, the device-resident state (`DeviceState`), the host
+guard and the batches staged ahead of their step.
+
+A CSX step's path (`dispatch`): the program checks the call (`StepProgram.batch_of`);
+the program's `StateWatch` decides what the host changed since the last step (the
+tensors the host guard saw written, replaced objects, swapped storages, changed graph
+constants) and has the device state forget those copies; the device state hands the
+state arrays (uploading what it holds no copy of, or whose `_version` moved); the batch
+arrays are the ones staged by the input pipeline, or made now; the executable runs
+inside the interrupts' critical section, which ends once the new state is recorded;
+the host guard is armed for the host code until the next step; the outputs come back
+as deferred tensors and the recorded closures are queued with theirs.
 
 Closure timing. On CPU/GPU the closures of step k run at the end of step k. On CSX a
 step call only dispatches work, so running step k's closures at once would wait for
@@ -19,105 +33,25 @@ from __future__ import annotations
 
 import logging
 import sys
-import weakref
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import torch
 import torch.utils._pytree as pytree
 
-from cstorch_jax import DeferredTensor, DeviceState, LazyTensor, materialize
+from cstorch_jax import DeviceState, materialize
 
+from .closures import ClosureRecorder, PendingClosure, snapshot
 from .host_edits import SyncOnTouch
-from .run_interrupts import RunInterrupts
+from .interrupts import RunInterrupts
+from .program import StepProgram
+from .staging import StagedBatches
 
 log = logging.getLogger("cstorch")
 
 
-@dataclass
-class PendingClosure:
-    step: Optional[int]
-    fn: Callable
-    args: tuple
-    kwargs: dict
-    checkpoint: bool
+class Run:
+    """The run machinery of one backend (module docstring)."""
 
-
-def _snapshot(x):
-    """Closure arguments are values at queue time: plain tensors are cloned."""
-    if isinstance(x, torch.Tensor) and not isinstance(x, LazyTensor):
-        return x.detach().clone()
-    return x
-
-
-class ClosureRecorder:
-    """Collects the step closures called while a CSX step is captured; their tensor
-    arguments become extra outputs of the executable."""
-
-    def __init__(self):
-        self.records: list[tuple] = []
-        self.tensors: list[torch.Tensor] = []
-
-    def clear(self) -> None:
-        """Forget what was recorded (the step's body is about to run again)."""
-        self.records.clear()
-        self.tensors.clear()
-
-    def record(self, fn, args, kwargs, checkpoint: bool) -> None:
-        leaves, spec = pytree.tree_flatten((args, kwargs))
-        slots = []
-        for x in leaves:
-            if isinstance(x, torch.Tensor):
-                slots.append(len(self.tensors))
-                self.tensors.append(x.detach().clone())
-            else:
-                slots.append(None)
-        self.records.append((fn, spec, leaves, slots, checkpoint))
-
-    def replay(self, run: "RunState", outputs: list) -> None:
-        """Queue every recorded closure with this step's output values."""
-        for fn, spec, leaves, slots, checkpoint in self.records:
-            vals = [leaf if s is None else outputs[s] for leaf, s in zip(leaves, slots)]
-            args, kwargs = pytree.tree_unflatten(vals, spec)
-            run.queue(fn, args, kwargs, checkpoint=checkpoint)
-
-
-class StagedBatches:
-    """Copies of batch tensors (`Placement.batch_arrays`) made ahead of their step, found
-    again by tensor identity. A copy is used only while its tensor is unchanged (same
-    `_version`); an entry goes away with its tensor, when it is used, or at the end of
-    the run."""
-
-    def __init__(self, placement: Callable):
-        self._placement = placement
-        self._entries: dict[int, tuple] = {}
-
-    def stage(self, batch) -> None:
-        tensors = [t for t in pytree.tree_leaves(batch)
-                   if isinstance(t, torch.Tensor) and not isinstance(t, LazyTensor)]
-        for t in tensors:
-            try:
-                (array,) = self._placement().batch_arrays([t], ["batch tensor"])
-            except Exception:  # the step that takes it reports the problem with the argument's name
-                continue
-            key = id(t)
-            gone = weakref.ref(t, lambda _, key=key: self._entries.pop(key, None))
-            self._entries[key] = (gone, t._version, array)
-
-    def take(self, tensors: list) -> list:
-        """The staged copy of each tensor, or None where there is no valid one."""
-        out = []
-        for t in tensors:
-            entry = self._entries.pop(id(t), None)
-            ok = entry is not None and entry[0]() is t and entry[1] == t._version
-            out.append(entry[2] if ok else None)
-        return out
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-class RunState:
     def __init__(self, backend):
         self.backend = backend
         self.executors: list = []
@@ -130,7 +64,7 @@ class RunState:
         self.staged = StagedBatches(lambda: self.placement)
         #: between CSX steps: host code touching state the last step changed syncs it first
         self.host_guard = SyncOnTouch(self)
-        #: Ctrl-C and SIGTERM while a run is going (run_interrupts.py)
+        #: Ctrl-C and SIGTERM while a run is going (interrupts.py)
         self.interrupts = RunInterrupts()
 
     @property
@@ -156,6 +90,7 @@ class RunState:
             self.interrupts.install()
         self.executors.append(executor)
         if self._device_state is not None:
+            self.sync_state_to_host()
             self._device_state.reset()  # host tensors are the truth between runs
         self._run(lambda p: p.step is None)  # closures queued before the run
 
@@ -177,12 +112,54 @@ class RunState:
         finally:
             self.host_guard.clear()
             if self._device_state is not None:
+                self.sync_state_to_host()
                 self._device_state.reset()
             self.staged.clear()
             if self.executors and self.executors[-1] is executor:
                 self.executors.pop()
             if not self.executors:
                 self.interrupts.uninstall()
+
+    def enter_step(self) -> None:
+        """A CSX step was called: the host code between steps is over (the host guard
+        disarms; the step's capture, if it is the first call, touches the state). A step
+        outside an executor's loop is an error."""
+        self.host_guard.disarm()
+        if self.executor is None:
+            raise RuntimeError(
+                "Detected that a data executor was not used. Please wrap your dataloader in a Cerebras "
+                "DataExecutor: `for batch in cstorch.utils.data.DataExecutor(loader, num_steps=...)`."
+            )
+
+    def dispatch(self, program: StepProgram, args: tuple, kwargs: dict) -> Any:
+        """Run one step of a compiled CSX program on these arguments (module docstring);
+        returns at once, its tensors deferred."""
+        batch = program.batch_of(args, kwargs)
+        ds = self.device_state
+        guard = self.host_guard
+        program.watch.check(ds, guard.take_written())  # host edits since the last step
+        arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
+        batch_arrays = self._batch_arrays(batch, program.executable.batch_names)
+        n_mut = program.n_mutated
+        with self.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
+            new_mut, outs, ds.rng_key = program.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
+            ds.update(program.mutated_tensors, new_mut)
+        guard.arm(program.watch)  # host code touching this state syncs it first
+        result, closure_values = program.outputs(outs)
+        if closure_values or program.recorder.records:
+            program.recorder.replay(self, closure_values)
+        return result
+
+    def _batch_arrays(self, batch: list, names: list) -> list:
+        """The batch as the compiled step takes it (`Placement.batch_arrays`): the copies
+        the input pipeline staged, the rest made now."""
+        arrays = self.staged.take(batch)
+        missing = [i for i, a in enumerate(arrays) if a is None]
+        if missing:
+            fresh = self.placement.batch_arrays([batch[i] for i in missing], [names[i] for i in missing])
+            for i, a in zip(missing, fresh):
+                arrays[i] = a
+        return arrays
 
     def sync_state_to_host(self, tensors=None) -> None:
         """Bring the torch tensors (all, or only `tensors`) up to the device's latest
@@ -251,7 +228,7 @@ class RunState:
             log.debug("skipping step closure %s on step %d: not an activation step",
                       getattr(fn, "__name__", fn), ex.iteration)
             return
-        args, kwargs = pytree.tree_map(_snapshot, (args, kwargs))
+        args, kwargs = pytree.tree_map(snapshot, (args, kwargs))
         self.pending.append(PendingClosure(ex.iteration if ex is not None else None, fn, args, kwargs, checkpoint))
 
     def _run(self, due: Callable[[PendingClosure], bool]) -> None:
@@ -271,6 +248,3 @@ class RunState:
             self.closure_iteration = None
 
 
-
-def wrap_outputs(arrays: list, specs) -> list[Any]:
-    return [DeferredTensor(a, s.dtype) for a, s in zip(arrays, specs)]
