@@ -30,7 +30,6 @@ import copy
 import gc
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -43,10 +42,10 @@ import torch  # noqa: E402
 
 import cstorch  # noqa: E402
 
+from .impls import CstorchCSX, Impl, run_steps  # noqa: E402
 from .models import GPT  # noqa: E402
 from .report import machine, versions  # noqa: E402
 from .sections import replace_section  # noqa: E402
-from .suite import CstorchCSX, Impl, _run_steps  # noqa: E402
 from .workloads import BUILDERS, OptimizerConfig, Workload, _gpt_flops  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -117,11 +116,11 @@ def compare(wl: Workload, device: str, half, backend, log) -> list[Impl]:
             impl.setup(0)
         except Exception as e:  # noqa: BLE001 - recorded in the table
             impl.error = f"{type(e).__name__}: {e}"
-        _run_steps(impl, wl.warmup, timed=False)
+        run_steps(impl, wl.warmup, timed=False)
     for r in range(wl.rounds):
         gc.collect()
         for k in range(len(impls)):
-            _run_steps(impls[(r + k) % len(impls)], wl.steps_per_round, timed=True)
+            run_steps(impls[(r + k) % len(impls)], wl.steps_per_round, timed=True)
     for impl in impls:
         impl.finish()
         log(f"  {wl.name} {_dtype_name(half)} {impl.key}: "
@@ -184,9 +183,9 @@ def big_gpt(quick: bool, device: str, backend, log) -> list[str]:
             impl.setup(0)
         except Exception as e:  # noqa: BLE001
             impl.error = f"{type(e).__name__}: {e}"
-        _run_steps(impl, wl.warmup, timed=False)
+        run_steps(impl, wl.warmup, timed=False)
         warm = time.perf_counter() - t0
-        _run_steps(impl, steps, timed=True)
+        run_steps(impl, steps, timed=True)
         impl.finish()
         if impl.error:
             rows.append(f"| {impl.key} | failed: {impl.error[:200]} | | | |")

@@ -22,7 +22,8 @@ from .sections import kept_sections
 from .workloads import N_BATCHES
 
 if TYPE_CHECKING:
-    from .suite import Impl, WorkloadResult
+    from .impls import Impl
+    from .suite import WorkloadResult
 
 IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit", "cstorch pipelined", "jax.jit pipelined")
 LABELS = {"eager": "eager torch", "torch.compile": "torch.compile (inductor)", "cstorch": "cstorch CSX",
