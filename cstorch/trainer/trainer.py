@@ -50,16 +50,18 @@ the optimizer steps, gradients are zeroed and every scheduler steps. The loss, t
 learning rate of param group 0 (before this step's scheduler update) and the loss scale
 are logged on log steps through a step closure; `throughput` is samples/s between
 log steps. `global_step` counts optimizer steps.
+
+The class holds the experiment and the step body (the methods a subclass may replace);
+the rest sits beside it, as Lightning splits its Trainer: `hooks.call_hook` calls the
+callbacks, `loops` runs `fit`, `validate` and `validate_all`, `checkpoint_connector`
+saves and loads checkpoints and `metrics_connector` routes what is logged.
 """
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
-import glob
 import logging
 import os
-import time
 import warnings
 from pathlib import Path
 from typing import Callable, Optional, Union
@@ -68,17 +70,19 @@ import torch
 
 import cstorch
 
-from . import checkpoint_state
-from .arguments import check_trainer_arguments, loader_list, make_run_dirs
-from .callbacks.base import Callback, ValidationCallback, global_callbacks
+from . import checkpoint_state, loops
+from .arguments import check_trainer_arguments, make_run_dirs
+from .callbacks.base import Callback, global_callbacks
 from .callbacks.checkpoint import Checkpoint
 from .callbacks.logs import Logging
 from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
-from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger, as_scalar
+from .checkpoint_connector import CheckpointConnector
+from .hooks import call_hook
+from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger
+from .metrics_connector import MetricsConnector
 from .model_dir_lock import ModelDirLock
-from .step_data import as_outputs, batch_size_of, loss_of, micro_batch_count, micro_batches
-from .stream import TrainStream
+from .step_data import as_outputs, loss_of, micro_batches
 
 log = logging.getLogger("cstorch.trainer")
 
@@ -171,17 +175,14 @@ class Trainer:
         self._run_base = 0
         self._batch_size: Optional[int] = None
         self._micro_batches = 1  # per train step (`micro_batch_count`), set from each batch
-        self._rate_mark: Optional[tuple[int, float]] = None
-        self._eval_losses: list[float] = []
-        self._scopes: list[str] = []
         self.step_kind: Optional[str] = None  # "train" / "validate" while a step body runs
-        self._train_step_metrics: dict = {}  # what the running train step logged so far
         self._validation_hook = "validate"  # the active ValidationLoop's hook name
+        #: metric logging (`metrics_connector`) and checkpoints (`checkpoint_connector`)
+        self._metrics = MetricsConnector(self)
+        self._checkpoints = CheckpointConnector(self)
         self._traced_train = cstorch.trace(self.training_step)
         self._traced_validate = cstorch.trace(self.validation_step)
-        self._record_metrics_closure = cstorch.step_closure(self._record_metrics)
-        self._record_eval_loss_closure = cstorch.step_closure(self._record_eval_loss)
-        self._save_checkpoint_closure = cstorch.checkpoint_closure(self._save_checkpoint_now)
+        self._save_checkpoint_closure = cstorch.checkpoint_closure(self._checkpoints.save_now)
 
         for hook in ("pre_setup", "setup", "post_setup"):
             self.call(hook)
@@ -208,15 +209,7 @@ class Trainer:
         """Call `hook(self, *args, **kwargs)` on every callback that has it, in order. An
         exception propagates with its own type (a `StaticGraphError` stays one), a note
         naming the callback and hook added (the real Trainer wraps it in a `RuntimeError`)."""
-        for cb in self.callbacks:
-            fn = getattr(cb, hook, None)
-            if fn is None:
-                continue
-            try:
-                fn(self, *args, **kwargs)
-            except Exception as e:
-                e.add_note(f"Encountered error when calling {type(cb).__name__}.{hook}")
-                raise
+        call_hook(self.callbacks, self, hook, *args, **kwargs)
 
     def get_callbacks(self, cls) -> list:
         return [cb for cb in self.callbacks if isinstance(cb, cls)]
@@ -319,7 +312,7 @@ class Trainer:
         micro-batches the returned "loss" is their mean and the other outputs are the last
         micro-batch's."""
         self.step_kind = "train"
-        self._train_step_metrics = {}
+        self._metrics.start_train_step()
         try:
             self.call("on_train_step_start", self.model, batch)
             step_metrics = {}
@@ -341,13 +334,12 @@ class Trainer:
                 self.optimizer_zero_grad()
                 self.schedulers_step()
             self.call("on_train_step_end", self.model, outputs, batch)
-            self.log_metrics(loss=outputs["loss"], **step_metrics)
             # one record per step: the values logged inside it beside its loss and lr
-            self._record_metrics_closure("train", dict(self._train_step_metrics))
+            self._metrics.end_train_step(loss=outputs["loss"], **step_metrics)
             return outputs
         finally:
             self.step_kind = None
-            self._train_step_metrics = {}
+            self._metrics.start_train_step()
 
     @torch.no_grad()
     def validation_step(self, batch) -> dict:
@@ -360,20 +352,15 @@ class Trainer:
             self.call(f"on_{hook}_step_end", self.model, outputs, batch)
             loss = outputs.get("loss")
             if isinstance(loss, torch.Tensor) and loss.dim() == 0:
-                self._record_eval_loss_closure(loss)
+                self._metrics.eval_loss(loss)
             return outputs
         finally:
             self.step_kind = None
 
-    # -- metrics -------------------------------------------------------------------------
-    @contextlib.contextmanager
+    # -- metrics (metrics_connector) ------------------------------------------------------
     def name_scope(self, name: str):
         """Prefix `name/` to the metric names logged inside the block."""
-        self._scopes.append(name.rstrip("/"))
-        try:
-            yield
-        finally:
-            self._scopes.pop()
+        return self._metrics.name_scope(name)
 
     def log_metrics(self, **metrics) -> None:
         """Log scalars. Inside a train step they are step values, logged on log steps once
@@ -385,229 +372,42 @@ class Trainer:
             Values logged inside a train step are logged once per log step, with that
             step's loss and learning rate.
         """
-        prefix = "".join(s + "/" for s in self._scopes)
-        metrics = {prefix + k: v for k, v in metrics.items()}
-        if self.step_kind == "train":
-            self._train_step_metrics.update(metrics)
-        elif self.step_kind is not None:
-            self._record_metrics_closure(self.step_kind, metrics)
-        else:
-            self.log_metrics_dict(metrics, step=self.global_step)
+        self._metrics.log(metrics)
 
     def log_metrics_dict(self, metrics: dict, step: Optional[int] = None, dest: Optional[list] = None) -> None:
         """Send `metrics` at `step` to the Logging callback and the loggers (only the loggers
         in `dest`, when given). Scalars (numbers, 0-d tensors and arrays) become floats;
         other values (a `str`, a `pandas.DataFrame`, a tensor with dimensions) go to the
         loggers as they are, each logger writing the kinds it can."""
-        step = self.global_step if step is None else step
-        values = {k: as_scalar(v) for k, v in metrics.items()}
-        self.last_metrics.update({k: v for k, v in values.items() if isinstance(v, float)})
-        for target in [self.logging, *self.loggers]:
-            if dest is None or target in dest or target is self.logging:
-                target.log_metrics(values, step)
+        self._metrics.send(metrics, step=step, dest=dest)
 
     def _closure_global_step(self) -> int:
         """The global step of the train step whose values the running closure holds."""
         it = self.backend.run.closure_iteration
         return self.global_step if it is None else self._run_base + it + 1
 
-    def _record_metrics(self, kind: str, metrics: dict) -> None:
-        if kind != "train":
-            self.log_metrics_dict(metrics, step=self.global_step)
-            return
-        step = self._closure_global_step()
-        plan = self.fit_plan
-        if plan is not None and not self.logging.is_log_step(step, plan.start, plan.end):
-            return
-        values = {k: float(v) for k, v in metrics.items()}
-        if "lr" not in values and self.optimizer is not None:
-            values["lr"] = float(self.optimizer.param_groups[0]["lr"])
-        now = time.perf_counter()
-        if self._rate_mark is not None and self._batch_size and now > self._rate_mark[1]:
-            values["throughput"] = (step - self._rate_mark[0]) * self._batch_size / (now - self._rate_mark[1])
-        self._rate_mark = (step, now)
-        self.log_metrics_dict(values, step=step)
-
-    def _record_eval_loss(self, loss) -> None:
-        self._eval_losses.append(float(loss))
-
-    # -- checkpoints ---------------------------------------------------------------------
+    # -- checkpoints (checkpoint_connector) -------------------------------------------------
     def save_checkpoint(self) -> None:
         """Save a checkpoint of this step (a checkpoint closure: it runs on the executor's
         checkpoint steps, once the step's values exist)."""
         self._save_checkpoint_closure()
 
-    def _save_checkpoint_now(self) -> None:
-        step = self._closure_global_step()
-        path = self.checkpoint.path_for(step)
-        state = checkpoint_state.capture(self.model, self.optimizer, self.schedulers, self.grad_scaler, step,
-                                         batches_consumed=self._fit_position + step - self._fit_start)
-        callbacks = checkpoint_state.callback_states(self.callbacks)
-        if callbacks:
-            state["callbacks"] = callbacks
-        self.call("on_save_checkpoint", state)
-        self.call("postprocess_checkpoint", state)
-        cstorch.save(state, path)
-        log.info("Saved checkpoint %s (global step %d)", path, step)
-        self.call("on_after_save_checkpoint", path)
-
     def load_checkpoint(self, ckpt_path: Optional[str] = None) -> None:
         """Restore the trainer from `ckpt_path` (default: the latest checkpoint)."""
-        path = ckpt_path or self.checkpoint.latest()
-        if path is None:
-            raise FileNotFoundError(f"No checkpoint to load: none matches {self.checkpoint.checkpoint_name!r} in "
-                                    f"{self.checkpoint.root}")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"Checkpoint {path!r} does not exist")
-        self.call("on_before_load_checkpoint", path)
-        state = cstorch.load(path)
-        self.checkpoint.check_version(state, path)
-        self.call("preprocess_checkpoint", state)
-        self.global_step, self._data_position = checkpoint_state.restore(
-            state, self.model, self.optimizer, self.schedulers, self.grad_scaler,
-            strict=not self.checkpoint.disable_strict_checkpoint_loading, path=path)
-        checkpoint_state.restore_callback_states(state, self.callbacks, path)
-        log.info("Loaded checkpoint %s (global step %d)", path, self.global_step)
-        self.call("on_load_checkpoint", state)
+        self._checkpoints.load(ckpt_path)
 
-    def _load_for_run(self, ckpt_path) -> None:
-        if ckpt_path is ...:
-            path = self.checkpoint.latest() if self.checkpoint.autoload_last_checkpoint else None
-            if path is not None:
-                log.info("Autoloading the latest checkpoint %s", path)
-        else:
-            path = ckpt_path
-        if path is not None:
-            self.load_checkpoint(path)
-
-    # -- runs ----------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _pipeline_progress_off(self):
-        """The executor's own bar is off while a ProgressLogger shows the trainer's."""
-        perf = cstorch.backends.csx.performance
-        if not self.get_callbacks(ProgressLogger):
-            yield
-            return
-        saved = perf.progress
-        perf.progress = False
-        try:
-            yield
-        finally:
-            perf.progress = saved
-
+    # -- runs (loops) -------------------------------------------------------------------
     @_holding_model_dir
     def fit(self, train_dataloader, val_dataloader=None, ckpt_path=...) -> None:
         """Train per the TrainingLoop, validating on `val_dataloader` (one loader or a
         list) at the loop's validation points. `ckpt_path`: a checkpoint to start from;
         `...` autoloads the latest one (when the Checkpoint callback says so); None loads
         nothing."""
-        loop = self.loop
-        if not isinstance(loop, TrainingLoop):
-            raise RuntimeError(f"fit needs the Trainer to be built with loop=TrainingLoop(...), got "
-                               f"{type(loop).__name__}")
-        if self.optimizer is None:
-            raise RuntimeError("fit needs an optimizer: the Trainer was built with optimizer=None "
-                               "(validation only)")
-        train_dls = loader_list(train_dataloader, "train_dataloader")
-        if len(train_dls) != 1:
-            raise ValueError(f"fit takes one train_dataloader, got {len(train_dls)}")
-        (train_dl,) = train_dls
-        val_dls = loader_list(val_dataloader, "val_dataloader")
-        self._load_for_run(ckpt_path)
-        length = None
-        if loop.needs_loader_length:  # len() builds the loader: only when it matters
-            try:
-                length = len(train_dl)
-            except TypeError:
-                pass
-        validate = bool(val_dls) or bool(self.get_callbacks(ValidationCallback))
-        plan = loop.plan(self.global_step, length, validate)
-        if not self.backend.is_e2e_execution:  # compile/validate only: one step of each kind
-            log.info("compile_only/validate_only: the train step%s compiled, nothing runs",
-                     " and the validation step are" if val_dls else " is")
-            plan = FitPlan(plan.start, plan.start + 1, (plan.start + 1,),
-                           frozenset({plan.start + 1}) if validate else frozenset())
-        self.fit_plan = plan
-        self._fit_start, self._fit_position = plan.start, self._data_position
-        if plan.end <= plan.start:
-            log.warning("Nothing to train: the global step (%d) has reached the loop's end", plan.start)
-        stream = TrainStream(train_dl, position=self._data_position)
-        with contextlib.ExitStack() as stack:
-            self.call("on_enter_fit", stack, train_dl, val_dls, loop)
-            self.call("on_fit_start", train_dl, val_dls, loop)
-            try:
-                for loop_idx, first, steps, validate_now in plan.chunks():
-                    self._train(stream, loop_idx, first, steps)
-                    if validate_now:
-                        eval_loop = ValidationLoop(loop.eval_steps)
-                        for dl in val_dls:
-                            self._validate(dl, eval_loop)
-                        self.call("run_validation", loop_idx, first + steps == plan.end)
-            except Exception as e:
-                self.call("on_fit_exception", e)
-                raise
-            self.call("on_fit_end", loop)
-        self._data_position = self._fit_position + self.global_step - plan.start
+        loops.FitLoop(self).run(train_dataloader, val_dataloader, ckpt_path)
 
-    def _check_batch(self, batch) -> None:
-        size = batch_size_of(batch)
-        self._micro_batches = micro_batch_count(size, self.loop.grad_accum_steps, self.backend)
-        self._batch_size = size
-
-    def _train(self, stream: TrainStream, loop_idx: int, first: int, steps: int) -> None:
-        schedule, activation = self.fit_plan.executor_schedules(first, steps, self.checkpoint.steps,
-                                                                  self.logging.log_steps)
-        executor = cstorch.utils.data.DataExecutor(stream, num_steps=steps, checkpoint_steps=schedule,
-                                                   activation_steps=activation)
-        self._run_base = first
-        self._rate_mark = None
-        with contextlib.ExitStack() as stack:
-            self.call("on_enter_train", stack, stream, self.loop, loop_idx)
-            self.call("on_train_start", self.model, stream, self.loop, loop_idx)
-            self.model.train()
-            try:
-                with self._pipeline_progress_off(), contextlib.closing(iter(executor)) as batches:
-                    if first == 0 and self.checkpoint.save_initial_checkpoint:
-                        self.save_checkpoint()
-                    for batch_idx, batch in enumerate(batches):
-                        self._step_pending = True
-                        self.call("on_train_batch_start", self.model, batch, batch_idx)
-                        self._check_batch(batch)
-                        outputs = self._traced_train(batch)
-                        self.call("on_train_batch_end", self.model, outputs, batch, batch_idx)
-            except Exception as e:
-                self.call("on_train_exception", e)
-                raise
-            self.call("on_train_end", self.model, self.loop, loop_idx)
-
-    def _validate(self, val_dl, loop: ValidationLoop) -> None:
-        hook = self._validation_hook = loop.hook
-        dl = copy.copy(val_dl)
-        executor = cstorch.utils.data.DataExecutor(dl, num_steps=loop.eval_steps if self.backend.is_e2e_execution
-                                                   else 1)
-        with contextlib.ExitStack() as stack:
-            self.call(f"on_enter_{hook}", stack, dl, loop)
-            self.call(f"on_{hook}_start", self.model, dl, loop)
-            was_training = self.model.training
-            self.model.eval()
-            self._eval_losses = []
-            try:
-                with self._pipeline_progress_off(), contextlib.closing(iter(executor)) as batches:
-                    for batch_idx, batch in enumerate(batches):
-                        self.call(f"on_{hook}_batch_start", self.model, batch, batch_idx)
-                        outputs = self._traced_validate(batch)
-                        self.call(f"on_{hook}_batch_end", self.model, outputs, batch, batch_idx)
-            except Exception as e:
-                self.call(f"on_{hook}_exception", e)
-                raise
-            finally:
-                self.model.train(was_training)
-            if self._eval_losses:
-                self.log_metrics_dict({"eval/loss": sum(self._eval_losses) / len(self._eval_losses)},
-                                      step=self.global_step)
-            self.call(f"on_{hook}_end", self.model, loop)
-
-    def _validation_loop(self, loop) -> ValidationLoop:
+    def validation_loop(self, loop) -> ValidationLoop:
+        """The ValidationLoop a validation run uses: `loop`, or the Trainer's own, or one
+        with the TrainingLoop's `eval_steps`."""
         if loop is not None:
             if not isinstance(loop, ValidationLoop):
                 raise TypeError(f"loop must be a ValidationLoop, got {type(loop).__name__}")
@@ -620,43 +420,14 @@ class Trainer:
     def validate(self, val_dataloader=None, ckpt_path=..., loop: Optional[ValidationLoop] = None) -> None:
         """Run `loop.eval_steps` batches (default: one pass) of each validation dataloader
         on the model (the checkpoint `ckpt_path`, the latest one for `...`)."""
-        val_dls = loader_list(val_dataloader, "val_dataloader")
-        if not val_dls:
-            raise ValueError("validate needs a val_dataloader")
-        loop = self._validation_loop(loop)
-        self._load_for_run(ckpt_path)
-        for dl in val_dls:
-            self._validate(dl, loop)
+        loops.validate(self, val_dataloader, ckpt_path, loop)
 
     @_holding_model_dir
     def validate_all(self, val_dataloaders=None, ckpt_paths=..., loop: Optional[ValidationLoop] = None) -> None:
         """Validate every checkpoint of `ckpt_paths` (a path, a glob or a list of them;
         `...`: every checkpoint in the checkpoint root, oldest first) on every dataloader,
         then call `run_validation` on the ValidationCallbacks for each checkpoint."""
-        val_dls = loader_list(val_dataloaders, "val_dataloaders")
-        loop = self._validation_loop(loop)
-        if ckpt_paths is ...:
-            paths = [p for _, p in self.checkpoint.checkpoints()]
-        else:
-            paths = []
-            for pattern in ([ckpt_paths] if isinstance(ckpt_paths, str) else list(ckpt_paths or [])):
-                matched = sorted(glob.glob(pattern))
-                if not matched:
-                    raise FileNotFoundError(f"No checkpoint matches {pattern!r}")
-                paths.extend(matched)
-        if not paths:
-            log.warning("validate_all found no checkpoint in %s: validating the current weights",
-                        self.checkpoint.root)
-        if not val_dls and not self.get_callbacks(ValidationCallback):
-            raise ValueError("validate_all needs val_dataloaders (or a ValidationCallback)")
-        with contextlib.ExitStack() as stack:
-            self.call("on_enter_validate_all", stack, val_dls, loop, paths)
-            for i, path in enumerate(paths or [None]):
-                if path is not None:
-                    self.load_checkpoint(path)
-                for dl in val_dls:
-                    self._validate(dl, loop)
-                self.call("run_validation", i, i == max(len(paths), 1) - 1)
+        loops.validate_all(self, val_dataloaders, ckpt_paths, loop)
 
     def finalize(self) -> None:
         """Close the loggers' files and release the model_dir lock (also done when the
