@@ -16,10 +16,11 @@ def test_step_overhead_quick():
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
-    for model in ("MLP", "GPT"):
+    for model in ("MNIST", "MLP", "GPT"):
         for impl in ("cstorch", "jax.jit"):
             assert re.search(rf"^{model}\s+{impl}\s+\d", out, re.M), out
-        assert re.search(rf"^{model}\s+ratio cstorch/jax \(median\): \d+\.\d+x .*\(OK,", out, re.M), out
+        assert re.search(rf"^{model}\s+ratio cstorch/jax \(median\): \d+\.\d+x, cstorch - jax.jit per step "
+                         rf"\(median difference\): [+-]\d+ us .*\(OK,", out, re.M), out
 
 
 def test_sharding_quick_records_its_section(tmp_path):
