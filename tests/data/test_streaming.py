@@ -108,7 +108,7 @@ def test_stage_batch_is_called_for_each_produced_batch_on_csx_only(monkeypatch):
         b = _backend(kind)
         monkeypatch.setattr(b.run, "stage_batch", lambda batch: staged.append(threading.current_thread().name))
         list(DataExecutor(DataLoader(Counting), num_steps=7))
-        assert len(staged) == expected and all(n.startswith("cstorch-input-staging") for n in staged)
+        assert len(staged) == expected and all(n.startswith("cstorch-input-worker") for n in staged)  # by the producer
         staged.clear()
 
 
