@@ -3,6 +3,7 @@
     python -m benchmarks.step_overhead            # MNIST network + MLP + small GPT
     python -m benchmarks.step_overhead --full     # GPT with 4 layers, d256, seq 128, vocab 2048
     python -m benchmarks.step_overhead --quick    # tiny sizes, few steps (CI smoke run)
+    python -m benchmarks.step_overhead --out benchmarks/RESULTS.md   # also record the table there
 
 For each model, one process measures side by side:
 
@@ -31,6 +32,7 @@ import math
 import statistics
 import sys
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -45,56 +47,10 @@ from cstorch_jax.optim import Hyper
 from cstorch_jax.optim.algorithms.adam import ADAM_ALGORITHM, AdamHyper, AdamState
 from cstorch_jax.optim.algorithms.sgd import SGD_ALGORITHM, SGDHyper, SGDState
 
+from .jax_models import gpt_loss, mlp_loss
 from .models import GPT, MLP
-
-
-# --------------------------------------------------------------------------------------
-# The models in jax.numpy. `p` maps the torch parameter names to arrays.
-# --------------------------------------------------------------------------------------
-def _linear(p, name, x):
-    y = x @ p[f"{name}.weight"].T
-    bias = p.get(f"{name}.bias")
-    return y if bias is None else y + bias
-
-
-def _cross_entropy(logits, targets):
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.mean(jnp.take_along_axis(logp, targets[:, None], axis=-1))
-
-
-def mlp_loss(p, x, y, *, n_layers):
-    h = x.reshape(x.shape[0], -1)
-    for i in range(n_layers):
-        h = _linear(p, f"layers.{i}", h)
-        if i < n_layers - 1:
-            h = jax.nn.relu(h)
-    return _cross_entropy(h, y)
-
-
-def _layer_norm(p, name, x, eps=1e-5):
-    mean = x.mean(-1, keepdims=True)
-    var = jnp.square(x - mean).mean(-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + eps) * p[f"{name}.weight"] + p[f"{name}.bias"]
-
-
-def gpt_loss(p, idx, targets, *, n_layers, n_heads):
-    B, T = idx.shape
-    x = p["wte.weight"][idx] + p["wpe.weight"][:T]
-    D = x.shape[-1]
-    Dh = D // n_heads
-    causal = jnp.tril(jnp.ones((T, T), dtype=bool))
-    for i in range(n_layers):
-        blk = f"blocks.{i}"
-        q, k, v = jnp.split(_linear(p, f"{blk}.attn.qkv", _layer_norm(p, f"{blk}.ln1", x)), 3, axis=-1)
-        q, k, v = (t.reshape(B, T, n_heads, Dh).transpose(0, 2, 1, 3) for t in (q, k, v))
-        att = (q @ k.swapaxes(-1, -2)) / math.sqrt(Dh)
-        att = jax.nn.softmax(jnp.where(causal, att, -jnp.inf), axis=-1)
-        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
-        x = x + _linear(p, f"{blk}.attn.proj", y)
-        h = jax.nn.gelu(_linear(p, f"{blk}.fc1", _layer_norm(p, f"{blk}.ln2", x)), approximate=False)
-        x = x + _linear(p, f"{blk}.fc2", h)
-    logits = _linear(p, "head", _layer_norm(p, "ln_f", x))
-    return _cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
+from .report import machine
+from .sections import replace_section
 
 
 # --------------------------------------------------------------------------------------
@@ -314,6 +270,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=None, help="alternating timed rounds (default 10)")
     p.add_argument("--steps-per-round", type=int, default=None, help="timed steps per side per round (default 10)")
     p.add_argument("--tol", type=float, default=1e-4, help="allowed |loss difference| (relative above 1)")
+    p.add_argument("--out", default=None, help="record the table as the 'step-overhead' section of this markdown file")
     p.add_argument("--models", default="MNIST,MLP,GPT", help="comma-separated subset of MNIST,MLP,GPT")
     args = p.parse_args(argv)
     quick_defaults, defaults = (2, 3, 3), (10, 10, 10)
@@ -348,7 +305,7 @@ def main(argv=None) -> int:
           f"{args.steps_per_round} timed steps per side; every step ends in a sync; {total} steps in all\n")
     header = (f"{'model':<6} {'impl':<8} {'median ms':>9} {'min ms':>8} {'max ms':>8} {'trace s':>8} "
               f"{'compile s':>9} {f'loss @{total}':>11} {'trained loss':>12}")
-    rows, failures = [], []
+    rows, failures, table = [], [], []
     for case in cases:
         cs, jx = run_case(case, backend, args.warmup, args.rounds, args.steps_per_round)
         rows.append((case, cs, jx))
@@ -369,8 +326,22 @@ def main(argv=None) -> int:
               f"(median difference): {extra_us:+.0f} us   |loss diff| max over "
               f"{len(cs.losses)} steps and trained loss: {worst:.2e} ({'OK' if ok else 'MISMATCH'}, tol {args.tol:g})")
         print(f"{'':<6} {case.description}")
+        table.append(f"| {case.name} {case.description} | {_ms(cs.times)[0]:.3f} | {_ms(jx.times)[0]:.3f} | "
+                     f"{ratio:.2f}x | {extra_us:+.0f} | {cs.trace_s + cs.compile_s:.2f} / "
+                     f"{jx.trace_s + jx.compile_s:.2f} | {worst:.1e} |")
         if not ok:
             failures.append(case.name)
+    if args.out is not None:
+        replace_section(Path(args.out), "step-overhead", "\n".join([
+            "## Step overhead: cstorch against a hand-written jax.jit step", "",
+            f"Written by `python -m benchmarks.step_overhead` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+            f"({machine()}; jax {jax.__version__} on {jax.devices()[0].platform}, torch {torch.__version__}): "
+            f"{args.warmup} warm-up steps per side, then {args.rounds} alternating rounds of {args.steps_per_round} "
+            f"timed steps per side, every step synced (`float(loss)`).", "",
+            "| model | cstorch ms/step (median) | jax.jit ms/step | ratio | cstorch - jax.jit us/step | "
+            "trace + compile s (cstorch / jax) | max loss diff |",
+            "|---|---:|---:|---:|---:|---:|---:|", *table]))
+        print(f"wrote the step-overhead section of {args.out}")
     if failures:
         print(f"\nFAILED: cstorch and jax losses disagree for {', '.join(failures)} (tolerance {args.tol:g})")
         return 1

@@ -456,9 +456,35 @@ def opinfo_counts() -> str:
         "`test_every_lowering_is_tested` keeps the lists complete.", ""])
 
 
+def benchmark_summary() -> str:
+    """The latest suite run's summary, as `benchmarks/RESULTS.md` holds it: when and where
+    it ran (the date, the machine, the matmul peak) and the median ms per step of every
+    workload and implementation with its ratio to eager."""
+    text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    written = re.search(r"^Written by .*$", text, re.M)
+    lines = [m.group(0) for m in re.finditer(r"^- \*\*(?:Machine|Versions|float32 matmul peak)[^\n]*$", text, re.M)]
+    summary = re.search(r"^## Summary.*?\n\n(\|.*?)\n\n", text, re.M | re.S)
+    if written is None or len(lines) != 3 or summary is None:
+        raise ValueError("benchmarks/RESULTS.md lacks its 'Written by' line, machine facts or summary table")
+    return "\n".join([f"From `benchmarks/RESULTS.md`: {written.group(0)[0].lower()}{written.group(0)[1:]}", "",
+                      *lines, "", summary.group(1), ""])
+
+
+def step_overhead_table() -> str:
+    """The step-overhead table `python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`
+    recorded there (its section, without its heading)."""
+    text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    found = re.search(r"<!-- section: step-overhead -->\n## [^\n]*\n(.*?)<!-- end section: step-overhead -->", text, re.S)
+    if found is None:
+        raise ValueError("benchmarks/RESULTS.md has no step-overhead section: run "
+                         "`python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`")
+    return found.group(1).strip() + "\n"
+
+
 #: sections of hand-written pages generated at build time: `<!-- generated: NAME -->` on a
 #: line of its own is replaced by GENERATED_SECTIONS[NAME]()
-GENERATED_SECTIONS = {"opinfo-counts": opinfo_counts}
+GENERATED_SECTIONS = {"opinfo-counts": opinfo_counts, "benchmark-summary": benchmark_summary,
+                      "step-overhead": step_overhead_table}
 _SECTION = re.compile(r"^<!-- generated: (?P<name>[\w-]+) -->$", re.M)
 
 

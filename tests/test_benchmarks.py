@@ -11,8 +11,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_step_overhead_quick():
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.step_overhead", "--quick"],
+def test_step_overhead_quick(tmp_path):
+    """Every model's rows and ratio line, and with --out its table as a section of the file
+    (next to what the file held)."""
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# suite results\n")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.step_overhead", "--quick", "--out", str(md)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     out = proc.stdout
     assert proc.returncode == 0, f"stdout:\n{out}\nstderr:\n{proc.stderr}"
@@ -21,6 +25,9 @@ def test_step_overhead_quick():
             assert re.search(rf"^{model}\s+{impl}\s+\d", out, re.M), out
         assert re.search(rf"^{model}\s+ratio cstorch/jax \(median\): \d+\.\d+x, cstorch - jax.jit per step "
                          rf"\(median difference\): [+-]\d+ us .*\(OK,", out, re.M), out
+    text = md.read_text()
+    assert text.startswith("# suite results\n") and "<!-- section: step-overhead -->" in text
+    assert [m.group(1) for m in re.finditer(r"^\| (\w+) .*\| [+-]\d+ \|", text, re.M)] == ["MNIST", "MLP", "GPT"], text
 
 
 def test_sharding_quick_records_its_section(tmp_path):
