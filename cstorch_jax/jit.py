@@ -7,6 +7,12 @@ constant values) and reused for every call with that signature. The function may
 call `backward()` on tensors computed from arguments that require grad and return
 their `.grad`. It must not read tensors it does not receive as arguments. Random ops
 draw from a key seeded by `seed` that advances on every call.
+
+Like `@cstorch.trace`, it compiles through the persistent compile cache
+(`compile_cache`): the function's body runs once per signature (its op signature checks the
+entry), and the program is loaded when an entry for this function, signature and engine
+exists. A report (`lower`) of a loaded program finishes the capture without running the
+body again (`Executable.complete`).
 """
 from __future__ import annotations
 
@@ -15,10 +21,13 @@ from typing import Any, Callable
 
 import jax
 
+from . import compile_cache, xla_options
 from .call_signature import CallSignature, OutputLayout
-from .capture import capture
+from .capture import trace_step
 from .dtypes import to_jax, to_torch
 from .executable import Executable
+from .placement import SingleDevice
+
 
 class _Entry:
     def __init__(self, executable: Executable, out_layout: OutputLayout):
@@ -44,8 +53,27 @@ class JitFunction:
             out["layout"], tensors = OutputLayout.of(self.fn(*args, **kwargs))
             return tensors
 
-        captured = capture(step, [], call.tensors)
-        return _Entry(Executable(captured, call.tensor_names), out["layout"])
+        # the body runs here, once, whatever the cache finds: its op signature is the lookup's check
+        trace = trace_step(step, [], call.tensors)
+        executable = Executable.for_step(trace, call.tensor_names, cache_key=self._cache_key(call),
+                                         inputs=call.tensors)
+        return _Entry(executable, out["layout"])
+
+    def _cache_key(self, call: CallSignature) -> str | None:
+        """The compile-cache lookup key of the function for this call (None: the cache is
+        off, or a multi-process run)."""
+        if not compile_cache.usable():
+            return None
+        fn = self.fn
+        code = getattr(fn, "__code__", None)
+        lookup = "\n".join([
+            "cstorch_jax.jit",
+            f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}",
+            f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
+            repr(call.key()),
+        ])
+        platform = SingleDevice().platform
+        return compile_cache.entry_key(lookup, platform, xla_options.compiler_options(platform))
 
     def _entry(self, args, kwargs) -> tuple[CallSignature, _Entry]:
         call = CallSignature.of(args, kwargs)
@@ -72,7 +100,7 @@ class JitFunction:
         (compiled if needed, not run)."""
         from .explore import StepReport
 
-        return StepReport(self.executable(*args, **kwargs), getattr(self.fn, "__name__", "function"))
+        return StepReport(self.executable(*args, **kwargs).complete(), getattr(self.fn, "__name__", "function"))
 
     @property
     def num_executables(self) -> int:

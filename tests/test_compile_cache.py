@@ -383,3 +383,37 @@ def test_leftovers_of_killed_writers_are_removed(tmp_path, monkeypatch):
     entry.unlink()  # the next run stores again
     _train(True)
     assert not dead_writer.exists() and not old.exists() and alive.exists()
+
+
+def _jitted(x, scale):
+    """A pure function for the jit cache test (module level: its name and line are its key)."""
+    _jitted.body_runs += 1
+    return (x * scale).sin().sum(0)
+
+
+_jitted.body_runs = 0
+
+
+def test_jit_compiles_through_the_cache(tmp_path, monkeypatch):
+    """`cstorch_jax.jit` uses the compile cache as `@cstorch.trace` does: a second JitFunction
+    of the same function and call (what a second process builds) loads the program, its body
+    runs once per JitFunction (the capture that checks the entry), its values equal eager
+    torch's; another constant is another program; the report of a loaded program shows the
+    graph the compile made."""
+    _cache_on(monkeypatch, tmp_path)
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    first = cstorch_jax.jit(_jitted)
+    out1 = first(x, 2.0)
+    assert not first.executable(x, 2.0).from_cache
+    runs = _jitted.body_runs
+    second = cstorch_jax.jit(_jitted)
+    out2 = second(x, 2.0)
+    assert second.executable(x, 2.0).from_cache and _jitted.body_runs == runs + 1
+    torch.testing.assert_close(out2, out1, rtol=0, atol=0)
+    torch.testing.assert_close(out2, (x * 2.0).sin().sum(0), rtol=1e-6, atol=1e-6)
+    other = cstorch_jax.jit(_jitted)
+    out3 = other(x, 3.0)
+    assert not other.executable(x, 3.0).from_cache
+    torch.testing.assert_close(out3, (x * 3.0).sin().sum(0), rtol=1e-6, atol=1e-6)
+    assert second.lower(x, 2.0).captured.graph_hash == first.lower(x, 2.0).captured.graph_hash
+    assert _jitted.body_runs == runs + 2  # the reports ran no body
