@@ -160,6 +160,7 @@ def gpt_case(quick: bool, full: bool, n_batches: int) -> Case:
 class Side:
     times: list = field(default_factory=list)  # seconds per timed step
     losses: list = field(default_factory=list)  # loss of every step, warm-up included
+    from_cache: bool = False  # cstorch: the step's program came from the compile cache
     trace_s: float = 0.0
     compile_s: float = 0.0
     eval_loss: float = float("nan")  # loss of the trained parameters on batch 0
@@ -246,6 +247,7 @@ def run_case(case: Case, backend, warmup: int, rounds: int, steps_per_round: int
     prog = cs_step.program
     cs.trace_s = prog.trace_seconds + prog.executable.lower_seconds
     cs.compile_s = prog.executable.compile_seconds
+    cs.from_cache = prog.executable.from_cache
 
     # The loss of the trained parameters on batch 0: eager torch on the host model
     # (cstorch leaves the trained values there) and the jax function on jax's params.
@@ -327,7 +329,7 @@ def main(argv=None) -> int:
               f"{len(cs.losses)} steps and trained loss: {worst:.2e} ({'OK' if ok else 'MISMATCH'}, tol {args.tol:g})")
         print(f"{'':<6} {case.description}")
         table.append(f"| {case.name} {case.description} | {_ms(cs.times)[0]:.3f} | {_ms(jx.times)[0]:.3f} | "
-                     f"{ratio:.2f}x | {extra_us:+.0f} | {cs.trace_s + cs.compile_s:.2f} / "
+                     f"{ratio:.2f}x | {extra_us:+.0f} | {cs.trace_s + cs.compile_s:.2f}{' (cached)' if cs.from_cache else ''} / "
                      f"{jx.trace_s + jx.compile_s:.2f} | {worst:.1e} |")
         if not ok:
             failures.append(case.name)
