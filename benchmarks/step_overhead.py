@@ -328,8 +328,9 @@ def main(argv=None) -> int:
               f"(median difference): {extra_us:+.0f} us   |loss diff| max over "
               f"{len(cs.losses)} steps and trained loss: {worst:.2e} ({'OK' if ok else 'MISMATCH'}, tol {args.tol:g})")
         print(f"{'':<6} {case.description}")
+        cached = " (cached)" if cs.from_cache else ""
         table.append(f"| {case.name} {case.description} | {_ms(cs.times)[0]:.3f} | {_ms(jx.times)[0]:.3f} | "
-                     f"{ratio:.2f}x | {extra_us:+.0f} | {cs.trace_s + cs.compile_s:.2f}{' (cached)' if cs.from_cache else ''} / "
+                     f"{ratio:.2f}x | {extra_us:+.0f} | {cs.trace_s + cs.compile_s:.2f}{cached} / "
                      f"{jx.trace_s + jx.compile_s:.2f} | {worst:.1e} |")
         if not ok:
             failures.append(case.name)

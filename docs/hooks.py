@@ -474,7 +474,8 @@ def step_overhead_table() -> str:
     """The step-overhead table `python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`
     recorded there (its section, without its heading)."""
     text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
-    found = re.search(r"<!-- section: step-overhead -->\n## [^\n]*\n(.*?)<!-- end section: step-overhead -->", text, re.S)
+    found = re.search(r"<!-- section: step-overhead -->\n## [^\n]*\n(.*?)<!-- end section: step-overhead -->", text,
+                      re.S)
     if found is None:
         raise ValueError("benchmarks/RESULTS.md has no step-overhead section: run "
                          "`python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`")

@@ -29,18 +29,18 @@ the torch tensors are stale until something syncs them. So:
    - anything that would need another graph is a `StaticGraphError` naming the tensor:
      `requires_grad_` flipped, a new shape or dtype, a Parameter replaced on the module
      but not in the optimizer that updates it (on the CPU backend the optimizer would
-     go on updating a tensor the model no longer uses), state that no longer exists.
+     go on updating a tensor the model no longer uses), state that no longer exists;
    - a graph constant changed (`StepState.frozen`: a module's train/eval mode, a frozen
      hyper-parameter such as an optimizer's momentum, a scheduler's milestones) is a
      `StaticGraphError` naming it.
 
    The per-step cost is a few C-level passes over the compiled step's state tensors
    (version, requires_grad, data pointer), the modules' train flags, an identity check
-   of the optimizers' param groups (their lists and values) and the few graph
-   constants of the schedulers, scalers and metrics; the full collection runs only when a module registered a new
-   Parameter, buffer or submodule (global registration hooks bump a counter) or an
-   optimizer's param lists, hyper-parameter tensors or a small object's tensors
-   changed identity.
+   of the optimizers' param groups (their lists and values) and the few graph constants
+   of the schedulers, scalers and metrics; the full collection runs only when a module
+   registered a new Parameter, buffer or submodule (global registration hooks bump a
+   counter) or an optimizer's param lists, hyper-parameter tensors or a small object's
+   tensors changed identity.
 """
 from __future__ import annotations
 
