@@ -87,22 +87,14 @@ class TracedStep:
             amp.skip.clear()  # records made while capturing hold traced tensors
 
     def _cache_key(self, b, state: StepState, call: CallSignature) -> str | None:
-        """The compile-cache lookup key of this step for these inputs (None: no caching
-        for multi-process runs). The entry is used only if the step's op signature matches
-        as well (cstorch_jax.compile_cache; Executable.for_step)."""
-        if not compile_cache.usable():
-            return None
-        code = getattr(self.fn, "__code__", None)
-        parts = [
-            f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', repr(self.fn))}",
-            f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
+        """The compile-cache lookup key of this step for these inputs
+        (`compile_cache.function_key`; None: no caching)."""
+        return compile_cache.function_key(self.fn, [
             repr(call.spec), repr(call.static),
             repr([(n, TensorSpec.of(t), t.requires_grad) for n, t in zip(state.names, state.tensors)]),
             repr([TensorSpec.of(t) for t in call.tensors]),
             f"placement={b.run.placement!r}",  # replicated and sharded programs differ
-        ]
-        platform = b.run.placement.platform
-        return compile_cache.entry_key("\n".join(parts), platform, cstorch_jax.xla_options.compiler_options(platform))
+        ], b.run.placement.platform)
 
     def _capture_and_compile(self, b, args, kwargs, use_cache: bool = True) -> StepProgram:
         t0 = time.perf_counter()

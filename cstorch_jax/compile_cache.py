@@ -65,7 +65,7 @@ from pathlib import Path
 import jax
 import torch
 
-from . import code_digest, program_codec
+from . import code_digest, program_codec, xla_options
 from .capture import CapturedGraph, TensorSpec, decompositions
 from .lowering.registry import LOWERINGS, RANDOM_OPS
 
@@ -196,6 +196,24 @@ def engine_fingerprint(platform: str, compiler_options: dict) -> str:
 
 def entry_key(lookup: str, platform: str, compiler_options: dict) -> str:
     return hashlib.sha256(f"{lookup}\n{engine_fingerprint(platform, compiler_options)}".encode()).hexdigest()
+
+
+def function_key(fn, details: list[str], platform: str) -> str | None:
+    """The lookup key of a compiled function (`@cstorch.trace`'s step, a `jit` function):
+    its identity (module and qualified name, the file and line of its code), the `details`
+    that select its program (the call's structure and specs, the state, the placement),
+    and the engine for `platform` with its compiler options. None when the cache is not
+    usable (off, or a multi-process run). An entry is used only if the function's op
+    signature matches as well (`Executable.for_step`)."""
+    if not usable():
+        return None
+    code = getattr(fn, "__code__", None)
+    lookup = "\n".join([
+        f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}",
+        f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
+        *details,
+    ])
+    return entry_key(lookup, platform, xla_options.compiler_options(platform))
 
 
 # -- what an entry describes -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import jax
 
-from . import compile_cache, xla_options
+from . import compile_cache
 from .call_signature import CallSignature, OutputLayout
 from .capture import trace_step
 from .dtypes import to_jax, to_torch
@@ -60,20 +60,9 @@ class JitFunction:
         return _Entry(executable, out["layout"])
 
     def _cache_key(self, call: CallSignature) -> str | None:
-        """The compile-cache lookup key of the function for this call (None: the cache is
-        off, or a multi-process run)."""
-        if not compile_cache.usable():
-            return None
-        fn = self.fn
-        code = getattr(fn, "__code__", None)
-        lookup = "\n".join([
-            "cstorch_jax.jit",
-            f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}",
-            f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "",
-            repr(call.key()),
-        ])
-        platform = SingleDevice().platform
-        return compile_cache.entry_key(lookup, platform, xla_options.compiler_options(platform))
+        """The compile-cache lookup key of the function for this call
+        (`compile_cache.function_key`; None: no caching)."""
+        return compile_cache.function_key(self.fn, ["cstorch_jax.jit", repr(call.key())], SingleDevice().platform)
 
     def _entry(self, args, kwargs) -> tuple[CallSignature, _Entry]:
         call = CallSignature.of(args, kwargs)

@@ -139,8 +139,14 @@ class DeviceState:
             self._dirty.discard(id(t))
 
     def reset(self) -> None:
-        """Forget device copies; the host tensors become the truth again."""
-        self.sync_to_host()
+        """Forget device copies; the host tensors become the truth again. The values only
+        the device holds must have been brought to the host first (`sync_to_host`, which
+        the run's write-back calls): dropping them is refused."""
+        if self._dirty:
+            raise CstorchError(
+                f"DeviceState.reset() would drop the device's newer values of {len(self._dirty)} state tensor(s); "
+                f"call sync_to_host() first."
+            )
         self._copies.clear()
         self._tensors.clear()
 

@@ -12,6 +12,7 @@ import torch.utils._pytree as pytree
 
 from cstorch_jax import LazyTensor
 
+
 @dataclass
 class PendingClosure:
     step: Optional[int]

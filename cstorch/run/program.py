@@ -60,7 +60,7 @@ class StepProgram:
         plain = (not call.kwargs and len(call.leaves) == len(call.args)
                  and all(type(a) is _Tensor for a in call.args))
         self._positional = len(call.args) if plain else None
-        self._batch_specs = [(t.shape, t.dtype) for t in call.tensors]
+        self._batch_specs = [(s.shape, s.dtype) for s in captured.batch_specs]
 
     @property
     def mutated_tensors(self) -> list[torch.Tensor]:

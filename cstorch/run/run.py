@@ -146,7 +146,7 @@ class Run:
             ds.update(program.mutated_tensors, new_mut)
         guard.arm(program.watch)  # host code touching this state syncs it first
         result, closure_values = program.outputs(outs)
-        if closure_values or program.recorder.records:
+        if program.recorder.records:
             program.recorder.replay(self, closure_values)
         return result
 

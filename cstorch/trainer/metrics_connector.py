@@ -64,7 +64,8 @@ class MetricsConnector:
                 target.log_metrics(values, step)
 
     # -- the train step ----------------------------------------------------------------------
-    def start_train_step(self) -> None:
+    def clear_train_step(self) -> None:
+        """Forget what a train step logged (when one starts, and when it ends)."""
         self._train_step = {}
 
     def end_train_step(self, **step_values) -> None:
@@ -72,7 +73,6 @@ class MetricsConnector:
         step goes to a step closure."""
         self.log(step_values)
         self._record_closure("train", dict(self._train_step))
-        self._train_step = {}
 
     def restart_rate(self) -> None:
         """A new stretch of steps: the next throughput is measured from its first log step."""

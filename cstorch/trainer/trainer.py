@@ -312,7 +312,7 @@ class Trainer:
         micro-batches the returned "loss" is their mean and the other outputs are the last
         micro-batch's."""
         self.step_kind = "train"
-        self._metrics.start_train_step()
+        self._metrics.clear_train_step()
         try:
             self.call("on_train_step_start", self.model, batch)
             step_metrics = {}
@@ -339,7 +339,7 @@ class Trainer:
             return outputs
         finally:
             self.step_kind = None
-            self._metrics.start_train_step()
+            self._metrics.clear_train_step()
 
     @torch.no_grad()
     def validation_step(self, batch) -> dict:
