@@ -10,9 +10,12 @@ already in memory); then the loader is made slow: its `input_fn` sleeps that lon
 before every batch, as if each batch were read and decoded on the host. Three modes
 then run in alternating rounds, so that drift in machine load hits them alike:
 
-* `fast loader`: no sleep (the compute bound);
+* `fast loader`: no sleep, the default `prefetch_batches="auto"` (the compute bound;
+  on the cpu platform no producer thread starts for it);
 * `prefetch_batches=0`: the slow loader pulled on the main thread at each step;
-* `prefetch_batches=2`: the slow loader run ahead by the input pipeline's producer.
+* `prefetch_batches=2`: the slow loader run ahead by the input pipeline's producer;
+* `prefetch_batches=auto`: the slow loader under the default (on the cpu platform the
+  producer starts once the first pulls found the loader slow).
 
 Each round of each mode is one fresh `DataExecutor` run of the same steps on the same
 batches, starting from the same weights and optimizer state (a saved `state_dict` is
@@ -50,7 +53,7 @@ PERF = cstorch.backends.csx.performance
 @dataclass
 class Mode:
     name: str
-    prefetch: int
+    prefetch: int | str
     sleep: bool
     ms_per_step: list = field(default_factory=list)  # one entry per round
     wait_ms_per_step: list = field(default_factory=list)  # main thread waiting for input, per round
@@ -162,17 +165,18 @@ def main(argv=None) -> int:
     print(description)
 
     # warm-up (traces and compiles the step), then calibrate the compute time per step
-    run_round(setup, 2, 0.0, 2, args.fetch_every)
-    calib = [run_round(setup, 2, 0.0, args.steps, args.fetch_every)[0] / args.steps * 1e3 for _ in range(3)]
+    run_round(setup, "auto", 0.0, 2, args.fetch_every)
+    calib = [run_round(setup, "auto", 0.0, args.steps, args.fetch_every)[0] / args.steps * 1e3 for _ in range(3)]
     sleep_ms = args.sleep_ms if args.sleep_ms is not None else round(min(calib), 2)
     print(f"compute per step with a fast loader (calibration): {min(calib):.2f} ms -> loader sleeps "
           f"{sleep_ms:.2f} ms per batch")
     print(f"{args.rounds} alternating rounds of {args.steps} steps per mode; loss fetched every "
           f"{args.fetch_every} steps and on the last\n")
 
-    modes = [Mode("fast loader", 2, False), Mode("prefetch_batches=0", 0, True), Mode("prefetch_batches=2", 2, True)]
+    modes = [Mode("fast loader", "auto", False), Mode("prefetch_batches=0", 0, True),
+             Mode("prefetch_batches=2", 2, True), Mode("prefetch_batches=auto", "auto", True)]
     for r in range(args.rounds):
-        for mode in modes[r % 3:] + modes[:r % 3]:
+        for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
             seconds, losses, stats = run_round(setup, mode.prefetch, sleep_ms / 1e3 if mode.sleep else 0.0,
                                                args.steps, args.fetch_every)
             mode.ms_per_step.append(seconds / args.steps * 1e3)
@@ -180,7 +184,7 @@ def main(argv=None) -> int:
             mode.losses.extend(losses)
 
     compute = _ms(modes[0].ms_per_step)[0]
-    header = (f"{'mode':<20} {'median ms/step':>14} {'min':>8} {'max':>8} {'input wait ms/step':>18} "
+    header = (f"{'mode':<23} {'median ms/step':>14} {'min':>8} {'max':>8} {'input wait ms/step':>18} "
               f"{'input hidden':>12}")
     print(header)
     print("-" * len(header))
@@ -188,18 +192,19 @@ def main(argv=None) -> int:
         med, lo, hi = _ms(mode.ms_per_step)
         hidden = f"{1 - (med - compute) / sleep_ms:.0%}" if mode.sleep and sleep_ms > 0 else "-"
         wait = statistics.median(mode.wait_ms_per_step)
-        print(f"{mode.name:<20} {med:14.3f} {lo:8.3f} {hi:8.3f} {wait:18.3f} {hidden:>12}")
-    slow0, slow2 = (_ms(m.ms_per_step)[0] for m in modes[1:])
+        print(f"{mode.name:<23} {med:14.3f} {lo:8.3f} {hi:8.3f} {wait:18.3f} {hidden:>12}")
+    slow0, slow2, slow_auto = (_ms(m.ms_per_step)[0] for m in modes[1:])
     print(f"\nratio prefetch_batches=0 / prefetch_batches=2 (median): {slow0 / slow2:.2f}x")
     if sleep_ms > 0:
         print(f"input hidden: {1 - (slow2 - compute) / sleep_ms:.0%} with prefetch_batches=2, "
-              f"{1 - (slow0 - compute) / sleep_ms:.0%} without (sleep {sleep_ms:.2f} ms per batch, compute "
-              f"{compute:.2f} ms per step)")
+              f"{1 - (slow_auto - compute) / sleep_ms:.0%} with auto, {1 - (slow0 - compute) / sleep_ms:.0%} without "
+              f"(sleep {sleep_ms:.2f} ms per batch, compute {compute:.2f} ms per step)")
 
-    a, b = modes[1].losses, modes[2].losses
-    worst = max((abs(x - y) / max(1.0, abs(y)) for x, y in zip(a, b)), default=float("inf"))
-    ok = len(a) == len(b) > 0 and worst <= args.tol
-    print(f"losses: prefetch_batches=0 vs 2, {len(a)} fetched, max |diff| {worst:.2e} "
+    a = modes[1].losses
+    others = [m.losses for m in modes[2:]]
+    worst = max((abs(x - y) / max(1.0, abs(y)) for b in others for x, y in zip(a, b)), default=float("inf"))
+    ok = all(len(a) == len(b) > 0 for b in others) and worst <= args.tol
+    print(f"losses: prefetch_batches=0 vs 2 and auto, {len(a)} fetched, max |diff| {worst:.2e} "
           f"({'OK' if ok else 'MISMATCH'}, tol {args.tol:g})")
     if not ok:
         print("\nFAILED: the losses with and without prefetch disagree")

@@ -381,6 +381,10 @@ def _non_negative_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+def _prefetch_setting(v) -> bool:
+    return v == "auto" or _non_negative_int(v)
+
+
 def _progress_mode(v) -> bool:
     return v is True or v is False or v == "auto"
 
@@ -426,11 +430,15 @@ csx = FlagGroup("cstorch.backends.csx", groups={
                     "real S3 writer compresses with zstd when it is set; cstorch has no S3 writer)."),
         "use_speculative_optimizers": _Flag(bool, True, effect=NO_EFFECT, differs=_WAFER),
         "prefetch_batches": _Flag(
-            int, 2, _own(_non_negative_int, "an integer >= 0 (0 turns prefetching off)"), effect=OWN,
-            doc="How many batches each data worker's producer thread prepares ahead of the step (0: no thread; "
-                "each batch is made when the step needs it). Read when a `DataExecutor` run starts, on every "
-                "backend; a value that is not an integer >= 0 is a `ValueError`. See "
-                "`cstorch.utils.data.streamer`."),
+            Any, "auto", _own(_prefetch_setting, 'an integer >= 0 (0 turns prefetching off) or "auto"'), effect=OWN,
+            doc='How many batches each data worker\'s producer thread prepares ahead of the step (0: no thread; '
+                'each batch is made when the step needs it). "auto" (the default) is 2, except where the step '
+                'computes on the host\'s own cores (the CPU backend, CSX on the cpu platform): there the batches '
+                'are pulled on the main thread until the loader turns out slow (a mean of 0.5 ms or more per batch '
+                'over 4 consecutive pulls), and only then does the producer thread start, since a thread that '
+                'prepares cheap batches ahead competes with the step for the same cores. Read when a '
+                '`DataExecutor` run starts, on every backend; any other value is a `ValueError`. See '
+                '`cstorch.utils.data.streamer`.'),
         "progress": _Flag(
             Any, "auto", _own(_progress_mode, 'True, False or "auto" (a bar only when stderr is a terminal)'),
             effect=OWN,

@@ -3,9 +3,15 @@
 A compiled step returns at once; its outputs are DeferredTensors holding the device
 arrays. Shape and dtype are known immediately; the first use waits for the value,
 converts it once and keeps it.
+
+A one-element value read as a Python number (`float(loss)`, `loss.item()`, `int`,
+`bool`: a training loop's read of its loss, every step) comes straight from the device
+array, with no torch tensor made and no torch op run; the number is the one the torch
+tensor would give (the array holds the tensor's dtype, or int32 for an int64 tensor).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .dtypes import to_torch
@@ -31,6 +37,21 @@ class DeferredTensor(LazyTensor):
         value = to_torch(self._array, self.dtype)
         self._array = None
         return value
+
+    def item(self):
+        array = self._array
+        if self._value is None and array is not None and array.size == 1 and not self.dtype.is_complex:
+            return np.asarray(array).item()  # waits for the device (module docstring)
+        return super().item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
 
 
 class UncomputedTensor(LazyTensor):

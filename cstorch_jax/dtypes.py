@@ -42,6 +42,8 @@ _NUMPY_OF_TORCH = {
 }
 
 _INT32 = np.iinfo(np.int32)
+#: torch dtypes the engine computes in the same numpy dtype (a host copy is a plain copy)
+_SAME_ON_HOST = frozenset(t for t, j in _TORCH_TO_JAX.items() if t not in (torch.int64, torch.bfloat16))
 
 
 def jax_dtype(dtype: torch.dtype):
@@ -60,15 +62,19 @@ def is_floating(dtype: torch.dtype) -> bool:
 
 
 def host_array(t: torch.Tensor, name: str = "tensor") -> np.ndarray:
-    """A fresh numpy copy of a torch tensor in the dtype the engine computes it in."""
-    t = t.detach()
-    if t.device.type != "cpu":
+    """A fresh (C-contiguous) numpy copy of a torch tensor in the dtype the engine
+    computes it in; an int64 value outside the int32 range is an UnsupportedDTypeError."""
+    if t.requires_grad:
+        t = t.detach()
+    if not t.is_cpu:
         t = t.cpu()
-    jdt = jax_dtype(t.dtype)
-    if t.dtype == torch.bfloat16:
+    dtype = t.dtype
+    if dtype in _SAME_ON_HOST:
+        return t.numpy().copy()
+    if dtype == torch.bfloat16:
         return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
-    arr = t.numpy()
-    if t.dtype == torch.int64:
+    if dtype == torch.int64:
+        arr = t.numpy()
         if arr.size and (arr.min() < _INT32.min or arr.max() > _INT32.max):
             raise UnsupportedDTypeError(
                 f"{name} holds int64 values outside the int32 range "
@@ -76,7 +82,7 @@ def host_array(t: torch.Tensor, name: str = "tensor") -> np.ndarray:
                 f"Keep integer data (labels, indices) below 2**31."
             )
         return arr.astype(np.int32)
-    return np.array(arr, dtype=jdt, copy=True)
+    return np.array(t.numpy(), dtype=jax_dtype(dtype), copy=True)  # refuses a dtype the engine lacks
 
 
 def to_jax(t: torch.Tensor, name: str = "tensor") -> jax.Array:

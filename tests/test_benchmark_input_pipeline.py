@@ -17,8 +17,10 @@ def test_input_pipeline_quick():
     assert re.search(r"^compute per step with a fast loader \(calibration\): \d+\.\d+ ms -> loader sleeps "
                      r"\d+\.\d+ ms per batch$", out, re.M), out
     assert re.search(r"^fast loader\s+(\d+\.\d+\s+){4}-$", out, re.M), out
-    for prefetch in (0, 2):
+    for prefetch in (0, 2, "auto"):
         assert re.search(rf"^prefetch_batches={prefetch}\s+(\d+\.\d+\s+){{4}}-?\d+%$", out, re.M), out
     assert re.search(r"^ratio prefetch_batches=0 / prefetch_batches=2 \(median\): \d+\.\d+x$", out, re.M), out
-    assert re.search(r"^input hidden: -?\d+% with prefetch_batches=2, -?\d+% without", out, re.M), out
-    assert re.search(r"^losses: prefetch_batches=0 vs 2, \d+ fetched, max \|diff\| \S+ \(OK, tol", out, re.M), out
+    assert re.search(r"^input hidden: -?\d+% with prefetch_batches=2, -?\d+% with auto, -?\d+% without", out,
+                     re.M), out
+    assert re.search(r"^losses: prefetch_batches=0 vs 2 and auto, \d+ fetched, max \|diff\| \S+ \(OK, tol", out,
+                     re.M), out

@@ -1,4 +1,5 @@
 """cstorch_jax.jit: pure torch functions through the engine, one executable per signature."""
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -76,6 +77,35 @@ def test_graph_hash_changes_with_a_baked_constant():
     b = cstorch_jax.jit(lambda x: x * 0.25).executable(torch.ones(2)).graph_hash
     c = cstorch_jax.jit(lambda x: x * 0.5).executable(torch.ones(2)).graph_hash
     assert a != b and a == c
+
+
+@pytest.mark.parametrize("value,dtype", [(2.75, torch.float32), (-1.5, torch.bfloat16), (0.3, torch.float16),
+                                         (7, torch.int64), (-3, torch.int32), (True, torch.bool), (200, torch.uint8)])
+def test_deferred_scalar_reads_match_torch_without_a_torch_op(value, dtype):
+    """float/int/bool/item of a one-element deferred value give the torch tensor's
+    numbers, read from the device array (no torch op runs: a dispatch mode sees none)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from cstorch_jax import DeferredTensor, to_jax
+
+    class Count(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    want = torch.tensor([value], dtype=dtype)
+    d = DeferredTensor(to_jax(want), dtype)
+    with Count():
+        got = (d.item(), float(d), int(d), bool(d))
+    assert Count.ops == 0
+    assert got == (want.item(), float(want), int(want), bool(want))
+    assert type(got[0]) is type(want.item())
+    assert torch.equal(d.materialize(), want)  # the tensor read afterwards is unchanged
+    pair = DeferredTensor(to_jax(torch.tensor([1.0, 2.0])), torch.float32)
+    with pytest.raises(RuntimeError, match="2 elements cannot be converted"):
+        float(pair)
 
 
 def test_deferred_tensor_host_reads():

@@ -21,9 +21,8 @@ instance) learns its share of the stream:
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -39,17 +38,25 @@ def _current() -> Optional[_Worker]:
     return getattr(_local, "worker", None)
 
 
-@contextmanager
-def streaming_worker(rank: int, count: int) -> Iterator[None]:
-    """Run the body as data worker `rank` of `count`, in the calling thread only."""
-    if not 0 <= rank < count:
-        raise ValueError(f"A streaming worker's rank must be in [0, {count}), got {rank}.")
-    old = _current()
-    _local.worker = _Worker(rank, count)
-    try:
-        yield
-    finally:
-        _local.worker = old
+class streaming_worker:
+    """`with streaming_worker(rank, count):` runs the body as data worker `rank` of
+    `count`, in the calling thread only (the worker context before it is restored on
+    exit). One object may be entered again and again (not nested in itself): the input
+    pipeline enters its worker's context around every pull from the loader."""
+
+    __slots__ = ("_worker", "_outer")
+
+    def __init__(self, rank: int, count: int):
+        if not 0 <= rank < count:
+            raise ValueError(f"A streaming worker's rank must be in [0, {count}), got {rank}.")
+        self._worker = _Worker(rank, count)
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_local, "worker", None)
+        _local.worker = self._worker
+
+    def __exit__(self, *exc) -> None:
+        _local.worker = self._outer
 
 
 def num_streamers() -> int:

@@ -95,6 +95,8 @@ class Run:
         self._run(lambda p: p.step is None)  # closures queued before the run
 
     def batch_end(self, executor) -> None:
+        if not self.pending:
+            return
         k = executor.iteration
         if not self.backend.is_csx or executor.on_final_iteration or any(p.checkpoint for p in self.pending):
             self._run(lambda p: True)

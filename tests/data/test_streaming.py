@@ -23,7 +23,7 @@ PERF = cstorch.backends.csx.performance
 def default_flags():
     yield
     _reset_backend()  # no run may stay active while the flags are restored
-    PERF.prefetch_batches = 2
+    PERF.prefetch_batches = "auto"
     PERF.progress = "auto"
 
 
@@ -131,6 +131,65 @@ def test_the_producer_runs_at_most_prefetch_plus_one_batches_ahead(prefetch):
     assert loader.dataloader.pulled == 12  # exactly the batches the run takes
 
 
+# -- "auto": where the step computes on the host's cores, producers start once the loader is slow
+@pytest.mark.parametrize("kind", ["CPU", "CSX"])
+def test_auto_prefetch_pulls_a_fast_loader_on_the_main_thread(kind):
+    assert PERF.prefetch_batches == "auto"
+    _backend(kind, workers=2) if kind == "CSX" else _backend(kind)
+    loader = DataLoader(Counting, 40)
+    ex = DataExecutor(loader, num_steps=30)
+    got = []
+    for x in ex:
+        got.append(int(x[0, 0]))
+        assert not _producers()  # no thread: the pulls are the step thread's
+        assert sum(ex.pipeline_stats.produced) == len(got)  # nothing taken ahead
+    workers = len(ex.pipeline_stats.produced)
+    assert got == [k // workers for k in range(30)]  # round robin, as with prefetch
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_auto_prefetch_starts_the_producers_once_the_loader_is_slow(workers):
+    """A loader that needs 2 ms per batch (over the 0.5 ms threshold) gets its producer
+    threads after the first pulls (each worker's first not counted, then 4 timed pulls);
+    from then on it runs ahead, and the batches are those of a run without prefetch."""
+    from cstorch.utils.data.streamer import SLOW_LOADER_S, SLOW_WINDOW
+
+    assert 2e-3 > SLOW_LOADER_S
+    _backend("CSX", workers=workers)
+    loader = DataLoader(Counting, 40, 2e-3)
+    ex = DataExecutor(loader, num_steps=12)
+    got, threads, ahead = [], [], []
+    for i, x in enumerate(ex):
+        got.append(int(x[0, 0]))
+        threads.append(len(_producers()))
+        time.sleep(5e-3)  # a producer, once started, pulls ahead meanwhile
+        ahead.append(sum(ex.pipeline_stats.produced) - len(got))
+    switch = workers + SLOW_WINDOW - 1  # the step whose pull started the producers
+    assert threads[:switch] == [0] * switch and threads[switch] == workers
+    assert ahead[:switch] == [0] * switch and max(ahead[switch:]) > 0
+    assert got == [k // workers for k in range(12)]
+    assert not _producers()  # joined at the end
+    PERF.prefetch_batches = 0
+    _backend("CSX", workers=workers)
+    assert [int(x[0, 0]) for x in DataExecutor(DataLoader(Counting, 40), num_steps=12)] == got
+
+
+def test_auto_prefetch_is_two_batches_from_the_start_off_the_host_cores():
+    """On an accelerator (GPU backend, CSX on a gpu platform) "auto" is plain prefetch 2;
+    an integer is taken as it is."""
+    from types import SimpleNamespace
+
+    from cstorch._backend import BackendType
+
+    ex = DataExecutor.__new__(DataExecutor)
+    for kind, platform, plan in [("GPU", "gpu", (2, False)), ("CSX", "gpu", (2, False)), ("CSX", "cpu", (2, True)),
+                                 ("CPU", "cpu", (2, True))]:
+        ex.backend = SimpleNamespace(backend_type=BackendType(kind), is_csx=kind == "CSX",
+                                     run=SimpleNamespace(placement=SimpleNamespace(platform=platform)))
+        assert ex._prefetch_plan("auto") == plan
+        assert ex._prefetch_plan(3) == (3, False) and ex._prefetch_plan(0) == (0, False)
+
+
 # -- errors and early exits ----------------------------------------------------------------
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_a_loader_error_surfaces_at_the_step_of_its_batch(prefetch):
@@ -149,6 +208,7 @@ def test_a_loader_error_surfaces_at_the_step_of_its_batch(prefetch):
 
 
 def test_an_error_in_worker_1_surfaces_at_its_global_step():
+    PERF.prefetch_batches = 2  # the producer threads from the start
     _backend("CSX", workers=2)
     calls = []
 
@@ -311,7 +371,7 @@ def test_restartable_state_with_two_workers_round_trips():
 def test_bad_flag_values_are_refused(name, value):
     with pytest.raises(ValueError, match=rf"cstorch.backends.csx.performance.{name} must be"):
         setattr(PERF, name, value)
-    assert (PERF.prefetch_batches, PERF.progress) == (2, "auto")
+    assert (PERF.prefetch_batches, PERF.progress) == ("auto", "auto")
 
 
 def test_unknown_flags_and_groups_are_refused():
@@ -327,7 +387,7 @@ def test_changing_a_flag_during_a_run_is_refused():
     it = iter(ex)
     with pytest.raises(RuntimeError, match="Detected changes in the backend flags during the execution run"):
         PERF.prefetch_batches = 0
-    PERF.prefetch_batches = 2  # the same value is no change
+    PERF.prefetch_batches = "auto"  # the same value is no change
     for _ in it:
         with pytest.raises(RuntimeError, match="Detected changes in the backend flags"):
             PERF.progress = False

@@ -19,8 +19,8 @@ values on checkpoint steps; checkpoint closures always follow the checkpoint sch
 Iteration. `iter(executor)` starts the run at once (`Run.start`): until the
 first `next()` the run is at its pre-initial step (`iteration == -1`,
 `is_pre_initial_step`) and `current_executor()` is this executor. The input pipeline
-(`streamer.py`: the loader's data workers, run ahead by producer threads when
-`cstorch.backends.csx.performance.prefetch_batches > 0`) starts with the run; step k
+(`streamer.py`: the loader's data workers, run ahead by producer threads as
+`cstorch.backends.csx.performance.prefetch_batches` says) starts with the run; step k
 takes global batch k, from worker k % W. The run ends (`Run.end`; the producers
 are stopped and joined) when its steps are done, when the loop is left early (`break`
 or an exception in the loop body: pending closures still run) or when the run itself
@@ -50,7 +50,7 @@ from ... import _backend, backends
 from ..profiler import Profiler
 from .dataloader import DataLoader
 from .streamer import HostPipeline, PipelineStats, ProgressBar
-from .utils import Schedule, tensor_leaves
+from .utils import Schedule
 
 log = logging.getLogger("cstorch")
 
@@ -80,9 +80,11 @@ class DataExecutor:
     pre-initial step, `iteration == -1`).
 
     Differences from the real system:
-        A background producer thread runs the loader ahead of the step (on every
-        backend) and, on CSX, starts each batch's copy to the device; the order and
-        number of batches taken from the loader are those of a run without prefetch.
+        A background producer thread runs the loader ahead of the step and, on CSX,
+        starts each batch's copy to the device; where the step computes on the host's
+        own cores it starts only once the loader is slow (`prefetch_batches`). The
+        order and number of batches taken from the loader are those of a run without
+        prefetch.
         A loader's exception is raised at the step that takes its batch. A loader
         drawing from torch's global RNG (`shuffle=True` without a `generator`)
         interleaves its draws with the main thread's in timing order: give it its
@@ -254,24 +256,26 @@ class DataExecutor:
         failed = True
         pipeline = progress = None
         try:
-            stats = self.pipeline_stats = PipelineStats.for_run(self.num_steps, self.dataloader.num_workers,
-                                                                perf.prefetch_batches)
+            prefetch, start_when_slow = self._prefetch_plan(perf.prefetch_batches)
+            stats = self.pipeline_stats = PipelineStats.for_run(self.num_steps, self.dataloader.num_workers, prefetch)
             stage = run.stage_batch if self.backend.is_csx else None
-            pipeline = HostPipeline(self.dataloader, self.num_steps, perf.prefetch_batches, stage, stats)
+            pipeline = HostPipeline(self.dataloader, self.num_steps, prefetch, stage, stats, start_when_slow)
             progress = ProgressBar(perf.progress, stats)
             pipeline.start()
             yield  # the pre-initial step: `__iter__` returns here
+            at_step_boundary, next_batch, loader = run.interrupts.at_step_boundary, pipeline.next_batch, self.dataloader
+            profiler, batch_end, progress_step = self._profiler, run.batch_end, progress.step
             for i in range(self.num_steps):
-                run.interrupts.at_step_boundary()  # SIGTERM: after the step that was running
-                batch = pipeline.next_batch(i)
-                run.interrupts.at_step_boundary()
+                at_step_boundary()  # SIGTERM: after the step that was running
+                batch = next_batch(i)
+                at_step_boundary()
                 self.iteration = i
                 yield batch
-                if self._profiler is not None:
-                    self._profiler.step(_batch_size(batch))
-                run.batch_end(self)
+                if profiler is not None:
+                    profiler.step(loader.batch_size)  # as the loader inferred it when the batch was taken
+                batch_end(self)
                 stats.steps += 1
-                progress.step()
+                progress_step()
             failed = False
         except GeneratorExit:  # the loop was left early (break): what was queued still runs
             failed = False
@@ -279,6 +283,16 @@ class DataExecutor:
         finally:
             self._stop(pipeline, progress)
             run.end(self, failed)
+
+    def _prefetch_plan(self, setting) -> tuple[int, bool]:
+        """(batches prefetched per worker, whether the producers start only once the
+        loader is slow) for the `prefetch_batches` flag: "auto" is 2, started when slow
+        where the step computes on the host's own cores (`cstorch.utils.data.streamer`)."""
+        if setting != "auto":
+            return setting, False
+        b = self.backend
+        on_host_cores = b.backend_type.is_cpu or (b.is_csx and b.run.placement.platform == "cpu")
+        return 2, on_host_cores
 
     def _stop(self, pipeline, progress) -> None:
         if sys.is_finalizing():  # an unfinished executor collected at exit: its threads are daemons
@@ -288,13 +302,6 @@ class DataExecutor:
         self.pipeline_stats.ended_at = time.perf_counter()
         if progress is not None:
             progress.close()
-
-
-def _batch_size(batch) -> Optional[int]:
-    """The common dim-0 size of the batch's tensors (a 0-d tensor counts as 1), or None
-    when they differ or there are none."""
-    sizes = {t.shape[0] if t.dim() else 1 for t in tensor_leaves(batch)}
-    return sizes.pop() if len(sizes) == 1 else None
 
 
 def current_executor() -> DataExecutor:

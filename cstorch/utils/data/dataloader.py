@@ -32,6 +32,8 @@ import inspect
 import itertools
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
+import torch
+
 from ... import _backend
 from ..._backend import use_cs
 from ...distributed.streaming import streaming_worker
@@ -138,7 +140,15 @@ class DataLoader:
 
     def record_batch(self, batch) -> None:
         """Note a batch a run takes (in step order): tracks and checks its batch size."""
-        self.batch_size = _batch_size(batch, self.batch_size)
+        size = self.batch_size
+        if size is not None and type(batch) in (tuple, list) and batch:
+            # the usual batch: plain tensors of the size already known (nothing to update or warn about)
+            for t in batch:
+                if type(t) is not torch.Tensor or (t.shape[0] if t.dim() else 1) != size:
+                    break
+            else:
+                return
+        self.batch_size = _batch_size(batch, size)
 
     def __iter__(self):
         self._iterating = True

@@ -23,6 +23,15 @@ A `DataExecutor` run takes its global batches from `HostPipeline.next_batch(k)`:
   and no `generator`, random augmentations) draws in an order that depends on thread
   timing when P > 0, since the main thread draws from it too; give such a loader its
   own `torch.Generator` (as `DistributedSampler` does) or set P = 0 to reproduce runs.
+* **Start when slow** (`prefetch_batches = "auto"` where the step computes on the host's
+  own cores: the CPU backend, CSX on the cpu platform). There a producer thread hides
+  nothing the cores are not already busy with, and handing each batch across threads
+  costs the step time (≈ 50 µs per step of a small model on 2 cores, measured: the
+  producer wakes and takes the GIL while the step runs). So the main thread pulls the
+  batches itself, timing each pull, and starts the producers (P = 2) only once the loader
+  is slow: a mean of `SLOW_LOADER_S` or more over `SLOW_WINDOW` consecutive pulls (each
+  worker's first pull, which starts its loader, not counted). From then on the run is
+  prefetched as above; the batches and their order are the same either way.
 * **Errors.** An exception raised by a worker's loader (or by `stage`) travels through
   the queue in place of the batch it was producing and is raised again, the same
   exception object with its original traceback and a note, at the step that would have
@@ -42,6 +51,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any, Callable, Optional
 
 from tqdm import tqdm
@@ -51,6 +61,11 @@ from ...distributed.streaming import streaming_worker
 log = logging.getLogger("cstorch")
 
 _JOIN_TIMEOUT_S = 10.0
+
+#: start when slow: the mean seconds per pull, over `SLOW_WINDOW` consecutive pulls, at
+#: which the producer threads start (ten times what a thread handoff costs a step)
+SLOW_LOADER_S = 0.5e-3
+SLOW_WINDOW = 4
 
 _EMPTY_LOADER = (
     "Iterating the dataloader did not return any values. This is possibly because the dataset is too small for the "
@@ -155,7 +170,7 @@ class _WorkerStream:
     def __init__(self, loader, rank: int, num_workers: int, count: int, stats: PipelineStats):
         self._passes = LoaderPasses(loader)
         self._rank = rank
-        self._num_workers = num_workers
+        self._context = streaming_worker(rank, num_workers)
         self._left = count
         self._stats = stats
 
@@ -165,12 +180,12 @@ class _WorkerStream:
     def __next__(self):
         if self._left == 0:
             raise StopIteration
-        start = time.perf_counter()
+        start = perf_counter()
         try:
-            with streaming_worker(self._rank, self._num_workers):
+            with self._context:
                 batch = next(self._passes)
         finally:
-            self._stats.loader_s[self._rank] += time.perf_counter() - start
+            self._stats.loader_s[self._rank] += perf_counter() - start
         self._left -= 1
         self._stats.produced[self._rank] += 1
         return batch
@@ -253,10 +268,11 @@ def _produce(stream: _WorkerStream, channel: _Channel, stage: Optional[Callable[
 class HostPipeline:
     """Global batches `0 .. num_steps-1` of a run, taken round robin from the workers
     of `loader` (a `cstorch.utils.data.DataLoader`), prefetched by one thread per
-    worker when `prefetch > 0`. See the module docstring for the contracts."""
+    worker when `prefetch > 0`, from the start or (`start_when_slow`) once the loader
+    is slow. See the module docstring for the contracts."""
 
     def __init__(self, loader, num_steps: int, prefetch: int, stage: Optional[Callable[[Any], None]],
-                 stats: PipelineStats):
+                 stats: PipelineStats, start_when_slow: bool = False):
         workers = loader.start_stream()
         self._loader = loader
         self._num_workers = len(workers)
@@ -270,32 +286,58 @@ class HostPipeline:
             self._threads = [threading.Thread(target=_produce, args=(s, c, stage), daemon=True,
                                               name=f"cstorch-input-worker-{w}")
                              for w, (s, c) in enumerate(zip(self._streams, self._channels))]
+        #: the main thread pulls the loader itself (no prefetch, or not slow yet)
+        self._inline = not self._threads or start_when_slow
+        self._recent: collections.deque = collections.deque(maxlen=SLOW_WINDOW)  # seconds of the last pulls
+
+    @property
+    def prefetching(self) -> bool:
+        """Whether the producer threads have started."""
+        return not self._inline
 
     def start(self) -> None:
-        """Start the producer threads (none without prefetch)."""
-        for t in self._threads:
-            t.start()
+        """Start the producer threads (none without prefetch; later when starting when slow)."""
+        if not self._inline:
+            for t in self._threads:
+                t.start()
 
     def next_batch(self, k: int):
         """Global batch `k` (taken in order, k = 0, 1, ...): from worker `k % W`."""
-        w = k % self._num_workers
-        start = time.perf_counter()
+        start = perf_counter()
         try:
-            batch = self._take(w, k)
+            batch = self._take(k % self._num_workers, k)
         finally:
-            self._stats.input_wait_s += time.perf_counter() - start
+            self._stats.input_wait_s += perf_counter() - start
         self._loader.record_batch(batch)
         return batch
 
     def _take(self, w: int, k: int):
-        if not self._channels:
-            return next(self._streams[w])
+        if self._inline:
+            return self._pull(w, k)
         kind, value = self._channels[w].get()
         if kind == _BATCH:
             return value
         value.add_note(f"[cstorch] raised by input worker {w}'s producer thread while preparing global batch "
                        f"{k}; re-raised at step {k}, which takes that batch.")
         raise value
+
+    def _pull(self, w: int, k: int):
+        """Batch `k` pulled on the main thread; starting when slow, the producers start
+        once the loader's mean pull time reaches `SLOW_LOADER_S` (module docstring)."""
+        if not self._threads:
+            return next(self._streams[w])
+        start = perf_counter()
+        batch = next(self._streams[w])
+        if k >= self._num_workers:  # a worker's first pull starts its loader: not counted
+            recent = self._recent
+            recent.append(perf_counter() - start)
+            if len(recent) == SLOW_WINDOW and sum(recent) >= SLOW_WINDOW * SLOW_LOADER_S:
+                log.debug("the loader takes %.2f ms per batch: starting the input producer threads",
+                          sum(recent) / SLOW_WINDOW * 1e3)
+                self._inline = False
+                for t in self._threads:
+                    t.start()
+        return batch
 
     def close(self) -> None:
         """Stop and join the producer threads (idempotent)."""
