@@ -8,15 +8,15 @@ For a parameter p with gradient g and momentum m (starts at zero):
     p' = p - lr * sign(c)                             (sign(0) = 0)
     m' = beta2 * m + (1 - beta2) * g                  (momentum tracked with beta2)
 
-State: `exp_avg` (m). The sign direction and the moment update are optax's
-`scale_by_lion` (the same math); its step count is not kept.
+State: `exp_avg` (m), the only state the rule has (optax's `scale_by_lion` computes the
+same two expressions, in the same order, and also counts steps, which the rule never
+reads: a count would be state without a use).
 """
 from __future__ import annotations
 
 from typing import NamedTuple, Tuple
 
 import jax.numpy as jnp
-import optax
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_betas, check_hyperparameter, like_param
@@ -37,13 +37,12 @@ def lion_state(hp: LionHyper, shape: tuple) -> LionState:
 
 
 def scale_by_lion():
-    """u = sign(c), optax's `scale_by_lion` (see the module docstring)."""
+    """u = sign(c), m' = beta2 * m + (1 - beta2) * g (see the module docstring)."""
 
     def apply(update, state: LionState, hp):
-        lion = optax.scale_by_lion(b1=hp.beta1, b2=hp.beta2)
-        direction, new = lion.update(update.u, optax.ScaleByLionState(count=jnp.zeros((), jnp.int32),
-                                                                        mu=state.exp_avg))
-        return update._replace(u=direction), LionState(new.mu)
+        g, m = update.u, state.exp_avg
+        direction = jnp.sign((1.0 - hp.beta1) * g + hp.beta1 * m)
+        return update._replace(u=direction), LionState((1 - hp.beta2) * g + hp.beta2 * m)
 
     return apply
 
