@@ -290,11 +290,6 @@ class HostPipeline:
         self._inline = not self._threads or start_when_slow
         self._recent: collections.deque = collections.deque(maxlen=SLOW_WINDOW)  # seconds of the last pulls
 
-    @property
-    def prefetching(self) -> bool:
-        """Whether the producer threads have started."""
-        return not self._inline
-
     def start(self) -> None:
         """Start the producer threads (none without prefetch; later when starting when slow)."""
         if not self._inline:
