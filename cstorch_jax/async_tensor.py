@@ -38,20 +38,11 @@ class DeferredTensor(LazyTensor):
         self._array = None
         return value
 
-    def item(self):
+    def _number(self):
         array = self._array
         if self._value is None and array is not None and array.size == 1 and not self.dtype.is_complex:
             return np.asarray(array).item()  # waits for the device (module docstring)
-        return super().item()
-
-    def __float__(self):
-        return float(self.item())
-
-    def __int__(self):
-        return int(self.item())
-
-    def __bool__(self):
-        return bool(self.item())
+        return None
 
 
 class UncomputedTensor(LazyTensor):

@@ -65,17 +65,26 @@ class LazyTensor(torch.Tensor):
         return repr(self.materialize())
 
     # direct paths for the common host reads (skip the dispatcher round trip)
+    def _number(self):
+        """The value as a Python number read without making a torch tensor, where the
+        subclass can (a one-element device value); None otherwise."""
+        return None
+
     def item(self):
-        return self.materialize().item()
+        n = self._number()
+        return self.materialize().item() if n is None else n
 
     def __float__(self):
-        return float(self.materialize())
+        n = self._number()
+        return float(self.materialize() if n is None else n)
 
     def __int__(self):
-        return int(self.materialize())
+        n = self._number()
+        return int(self.materialize() if n is None else n)
 
     def __bool__(self):
-        return bool(self.materialize())
+        n = self._number()
+        return bool(self.materialize() if n is None else n)
 
     def numpy(self, *, force: bool = False):
         return self.materialize().numpy()
