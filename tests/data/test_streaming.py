@@ -207,8 +207,9 @@ def test_a_loader_error_surfaces_at_the_step_of_its_batch(prefetch):
     assert not _producers()
 
 
-def test_an_error_in_worker_1_surfaces_at_its_global_step():
-    PERF.prefetch_batches = 2  # the producer threads from the start
+@pytest.mark.parametrize("prefetch", [2, "auto", 0])  # producer threads; pulls on the step thread
+def test_an_error_in_worker_1_surfaces_at_its_global_step(prefetch):
+    PERF.prefetch_batches = prefetch
     _backend("CSX", workers=2)
     calls = []
 

@@ -35,7 +35,8 @@ A `DataExecutor` run takes its global batches from `HostPipeline.next_batch(k)`:
 * **Errors.** An exception raised by a worker's loader (or by `stage`) travels through
   the queue in place of the batch it was producing and is raised again, the same
   exception object with its original traceback and a note, at the step that would have
-  received that batch.
+  received that batch. Pulled on the main thread, it is raised at that step at once,
+  with a note naming the worker and the global batch all the same.
 * **Stop.** `close()` closes every queue, which wakes a producer blocked on a full
   queue; a producer inside the loader stops when that call returns. `close()` then
   joins the threads (waiting up to `_JOIN_TIMEOUT_S` for a loader call to return, with
@@ -308,7 +309,12 @@ class HostPipeline:
 
     def _take(self, w: int, k: int):
         if self._inline:
-            return self._pull(w, k)
+            try:
+                return self._pull(w, k)
+            except Exception as e:
+                e.add_note(f"[cstorch] raised by input worker {w}'s loader while preparing global batch {k}, "
+                           f"pulled on the step thread at step {k}.")
+                raise
         kind, value = self._channels[w].get()
         if kind == _BATCH:
             return value
