@@ -42,8 +42,6 @@ _NUMPY_OF_TORCH = {
 }
 
 _INT32 = np.iinfo(np.int32)
-#: torch dtypes the engine computes in the same numpy dtype (a host copy is a plain copy)
-_SAME_ON_HOST = frozenset(t for t, j in _TORCH_TO_JAX.items() if t not in (torch.int64, torch.bfloat16))
 
 
 def jax_dtype(dtype: torch.dtype):
@@ -69,8 +67,7 @@ def host_array(t: torch.Tensor, name: str = "tensor") -> np.ndarray:
     if not t.is_cpu:
         t = t.cpu()
     dtype = t.dtype
-    if dtype in _SAME_ON_HOST:
-        return t.numpy().copy()
+    jax_dtype(dtype)  # refuses a dtype the engine lacks
     if dtype == torch.bfloat16:
         return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
     if dtype == torch.int64:
@@ -82,7 +79,7 @@ def host_array(t: torch.Tensor, name: str = "tensor") -> np.ndarray:
                 f"Keep integer data (labels, indices) below 2**31."
             )
         return arr.astype(np.int32)
-    return np.array(t.numpy(), dtype=jax_dtype(dtype), copy=True)  # refuses a dtype the engine lacks
+    return t.numpy().copy()  # every other dtype the engine computes as numpy holds it
 
 
 def to_jax(t: torch.Tensor, name: str = "tensor") -> jax.Array:

@@ -174,6 +174,7 @@ class _WorkerStream:
         self._context = streaming_worker(rank, num_workers)
         self._left = count
         self._stats = stats
+        self.last_pull_s = 0.0  # seconds the last pull spent in the loader
 
     def __iter__(self):
         return self
@@ -186,7 +187,8 @@ class _WorkerStream:
             with self._context:
                 batch = next(self._passes)
         finally:
-            self._stats.loader_s[self._rank] += perf_counter() - start
+            self.last_pull_s = perf_counter() - start
+            self._stats.loader_s[self._rank] += self.last_pull_s
         self._left -= 1
         self._stats.produced[self._rank] += 1
         return batch
@@ -325,13 +327,11 @@ class HostPipeline:
     def _pull(self, w: int, k: int):
         """Batch `k` pulled on the main thread; starting when slow, the producers start
         once the loader's mean pull time reaches `SLOW_LOADER_S` (module docstring)."""
-        if not self._threads:
-            return next(self._streams[w])
-        start = perf_counter()
-        batch = next(self._streams[w])
-        if k >= self._num_workers:  # a worker's first pull starts its loader: not counted
+        stream = self._streams[w]
+        batch = next(stream)
+        if self._threads and k >= self._num_workers:  # a worker's first pull starts its loader: not counted
             recent = self._recent
-            recent.append(perf_counter() - start)
+            recent.append(stream.last_pull_s)
             if len(recent) == SLOW_WINDOW and sum(recent) >= SLOW_WINDOW * SLOW_LOADER_S:
                 log.debug("the loader takes %.2f ms per batch: starting the input producer threads",
                           sum(recent) / SLOW_WINDOW * 1e3)
