@@ -165,6 +165,7 @@ def _make(backend_type: BackendType, args, kwargs) -> Backend:
         if cfg.num_csx <= 0:
             raise ValueError(f"ClusterConfig.num_csx must be >= 1 on the CSX backend, got {cfg.num_csx}")
         shard_state = backends.csx.cluster.shard_state
+        cstorch_jax.apply_host_policies()  # the memory policy, before JAX starts (the placement may start it)
         b = Backend(backend_type, given.get("artifact_dir"), cluster_config=cfg,
                     compile_only=bool(given.get("compile_only", False)),
                     validate_only=bool(given.get("validate_only", False)),

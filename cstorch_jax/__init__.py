@@ -2,10 +2,6 @@
 jax.numpy, compile it with XLA into one immutable executable, and run it.
 
 Knows torch and jax; knows nothing of the `cstorch` facade."""
-from . import platform_policy
-
-platform_policy.apply_host_policies()  # before jax starts its thread pools (see memory_policy.py)
-
 from . import explore  # noqa: F401  (StepReport, diff: look inside a compiled step)
 from . import optim  # noqa: F401  (registers the optimizer ops and their lowerings)
 from .async_tensor import DeferredTensor, UncomputedTensor
@@ -22,11 +18,12 @@ from .errors import (
 from .dtypes import to_jax, to_torch
 from .executable import Executable
 from .jit import JitFunction, jit
+from .platform_policy import apply_host_policies
 from .placement import DataParallel, FullyShardedDataParallel, SingleDevice, join_processes, process_index
 from .runtime import DeviceState
 
 __all__ = [
-    "jit", "JitFunction", "capture", "trace_signature", "DataParallel", "FullyShardedDataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
+    "jit", "JitFunction", "apply_host_policies", "capture", "trace_signature", "DataParallel", "FullyShardedDataParallel", "SingleDevice", "join_processes", "process_index", "CapturedGraph", "TensorSpec", "Executable", "DeviceState",
     "DeferredTensor", "UncomputedTensor", "LazyTensor", "materialize", "to_jax", "to_torch",
     "CstorchError", "StaticGraphError", "MaterializationError", "UnsupportedOpError", "UnsupportedDTypeError",
     "CaptureError",

@@ -11,14 +11,15 @@ threads (`M_ARENA_MAX = 1`: a second arena would mmap a block that size regardle
 glibc reuses the same heap pages step after step and the faults go to zero.
 
 The trade-off: freed memory stays in the process, so its resident size stays at its
-peak. Set `CSTORCH_MALLOC_POLICY=0` (before `cstorch_jax` is first imported) to keep
+peak. Set `CSTORCH_MALLOC_POLICY=0` (before the CSX backend is created) to keep
 glibc's defaults; an allocator preloaded by the user (jemalloc, tcmalloc) or a
 non-glibc C library is left alone. The policy changes which pages hold the data, never
 a value.
 
-It must be in force before JAX starts its thread pools (threads that already own an
-arena keep it), so `cstorch_jax/__init__.py` applies it before importing jax, where the
-platform policy wants it (`platform_policy.py`: XLA:CPU only).
+It is applied when a CSX backend is created (`platform_policy.apply_host_policies`, where
+the platform wants it: XLA:CPU only), never at import. It is best in force before JAX starts
+its thread pools (threads that already own an arena keep it); when JAX had started first,
+`status()` says so (`"late": True`): the main arena and new threads still follow it.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ INT_MAX = 2**31 - 1
 
 SETTINGS = ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, INT_MAX), (M_ARENA_MAX, 1))
 
-_state = {"applied": False, "reason": "not applied yet"}
+_state = {"applied": False, "late": False, "reason": "not applied yet (a CSX backend applies it)"}
 
 
 def _disabled_by_user() -> str | None:
@@ -58,8 +59,9 @@ def _glibc():
         return None
 
 
-def apply() -> bool:
-    """Apply the policy once per process; True when it is in force. Idempotent."""
+def apply(after_jax_started: bool = False) -> bool:
+    """Apply the policy once per process; True when it is in force. Idempotent.
+    `after_jax_started`: JAX's thread pools exist already (recorded as `"late"`)."""
     if _state["applied"]:
         return True
     reason = _disabled_by_user()
@@ -70,7 +72,8 @@ def apply() -> bool:
         libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
         libc.mallopt.restype = ctypes.c_int
         if all(libc.mallopt(param, value) == 1 for param, value in SETTINGS):
-            _state.update(applied=True, reason="mallopt: no mmap, no trim, one arena")
+            late = " (after JAX started: its existing threads keep their arenas)" if after_jax_started else ""
+            _state.update(applied=True, late=after_jax_started, reason=f"mallopt: no mmap, no trim, one arena{late}")
             return True
         reason = "mallopt refused a setting"
     _state.update(applied=False, reason=reason)
@@ -84,5 +87,6 @@ def skip(reason: str) -> None:
 
 
 def status() -> dict:
-    """{"applied": bool, "reason": str}: what `apply` did (for reports and benchmarks)."""
+    """{"applied": bool, "late": bool, "reason": str}: what `apply` did (for reports and
+    benchmarks); `late`: applied after JAX had started its thread pools."""
     return dict(_state)

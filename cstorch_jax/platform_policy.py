@@ -15,15 +15,17 @@ On every platform the lowerings ask for `precision=HIGHEST` with float32 accumul
 `torch.backends.cuda.matmul.allow_tf32 = False`), and bfloat16/float16 operands stay 16-bit
 in the dot with a float32 accumulator, as torch's CUDA kernels compute them.
 
-The memory policy must be in force before JAX starts its thread pools, that is before the
-platform is known from JAX itself; `expected_platform()` predicts it from the environment
-without starting a backend.
+The memory policy is applied when a CSX backend is created (`apply_host_policies`), which is
+usually before JAX starts its thread pools, that is before the platform is known from JAX
+itself; `expected_platform()` predicts it from the environment without starting a backend.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
 import os
+
+import jax
 
 from . import memory_policy, xla_options
 
@@ -67,11 +69,27 @@ def expected_platform() -> str:
     return "gpu" if has_cuda or has_rocm else "cpu"
 
 
+def jax_started() -> bool:
+    """Whether JAX has created its backends (and with them its thread pools); asks without
+    starting anything."""
+    from jax._src import xla_bridge  # the one public-enough probe: jax has no API for it
+
+    return xla_bridge.backends_are_initialized()
+
+
 def apply_host_policies() -> None:
-    """At `cstorch_jax` import, before JAX starts: the host memory policy where the
-    expected platform wants it (`memory_policy.apply`, opt-out `CSTORCH_MALLOC_POLICY=0`)."""
-    platform = expected_platform()
+    """Where the platform wants it, the host memory policy (`memory_policy.apply`, opt-out
+    `CSTORCH_MALLOC_POLICY=0`). Called when a CSX backend is created (`cstorch.backend("CSX")`),
+    never at import: importing cstorch or cstorch_jax changes nothing in the process.
+
+    The platform is JAX's own once JAX has started a backend, else the one it will choose
+    (`expected_platform`, which starts nothing). The policy is best applied before JAX starts
+    its thread pools (a thread that already owns a malloc arena keeps it); applied later it
+    still holds for the main arena and every new thread, and `memory_policy.status()` says
+    that it came late. Idempotent."""
+    started = jax_started()
+    platform = jax.default_backend() if started else expected_platform()
     if policy_for(platform).host_memory_policy:
-        memory_policy.apply()
+        memory_policy.apply(after_jax_started=started)
     else:
         memory_policy.skip(f"not used on {platform}")

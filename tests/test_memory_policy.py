@@ -1,7 +1,7 @@
 """The process memory policy (`cstorch_jax/memory_policy.py`): a steady-state CSX step
 takes (almost) no page faults, where glibc's defaults take one per fresh page of the
 step's temporary buffer every step. Each configuration runs in a fresh process, since
-the policy is applied once, when cstorch_jax is first imported."""
+the policy is applied once, when the first CSX backend is created."""
 import json
 import os
 import subprocess

@@ -91,12 +91,37 @@ def test_expected_platform_needs_a_plugin_and_a_device(monkeypatch):
 
 
 @pytest.mark.parametrize("platforms, applied", [("cpu", True), ("cuda", False)])
-def test_memory_policy_is_applied_at_import_only_for_cpu(platforms, applied):
+def test_memory_policy_is_applied_when_a_csx_backend_starts_only_for_cpu(platforms, applied):
+    """Importing cstorch changes nothing in the process; the CSX backend applies the
+    policy where the platform wants it (before JAX starts: not late)."""
     env = {**os.environ, "JAX_PLATFORMS": platforms}
     env.pop("CSTORCH_MALLOC_POLICY", None)
-    code = "import json, cstorch_jax.memory_policy as m, cstorch_jax; print(json.dumps(m.status()))"
+    # no GPU here: for "cuda" only the decision is checked (a CSX backend would start JAX on it)
+    start = "cstorch.backend('CSX')" if platforms == "cpu" else "cstorch_jax.apply_host_policies()"
+    code = ("import json, cstorch, cstorch_jax, cstorch_jax.memory_policy as m\n"
+            f"at_import = m.status()\n{start}\nprint(json.dumps([at_import, m.status()]))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    status = json.loads(out.stdout.strip().splitlines()[-1])
+    at_import, status = json.loads(out.stdout.strip().splitlines()[-1])
+    assert at_import["applied"] is False and at_import["reason"].startswith("not applied yet"), at_import
     assert status["applied"] is applied, status
-    if not applied:
+    if applied:
+        assert status["late"] is False, status
+    else:
         assert status["reason"] == "not used on gpu"
+
+
+def test_memory_policy_applied_after_jax_started_says_so():
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("CSTORCH_MALLOC_POLICY", None)
+    code = ("import json, jax, cstorch, cstorch_jax.memory_policy as m\n"
+            "jax.devices()\n"
+            "cstorch.backend('CPU')\n"
+            "eager = m.status()\n"
+            "import cstorch._backend as b; b._reset_backend()\n"
+            "cstorch.backend('CSX')\n"
+            "print(json.dumps([eager, m.status()]))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    eager, status = json.loads(out.stdout.strip().splitlines()[-1])
+    assert eager["applied"] is False, eager  # the eager CPU backend runs no XLA: nothing to apply
+    assert status["applied"] is True and status["late"] is True, status
+    assert "after JAX started" in status["reason"]
