@@ -98,8 +98,6 @@ class StateRegistry:
         self._models: list[ModelState] = []
         #: the real API's `Metric.registry`: metric name -> metrics of that name, in creation order
         self.metrics_by_name: defaultdict[str, list] = defaultdict(list)
-        #: counts the traced-step calls; per-step records (`cstorch.amp.skip`) hold their serial
-        self.step_serial = 0
 
     def register(self, obj) -> None:
         """Register a `Stateful` object (a model through `register_model`)."""

@@ -21,6 +21,7 @@ from cstorch_jax.call_signature import CallSignature, OutputLayout
 from cstorch_jax.capture import trace_step
 
 from . import _backend, amp
+from .optim import if_finite
 from .run import StepProgram
 from .run.closures import ClosureRecorder
 from .state import StepState
@@ -28,13 +29,12 @@ from .state import StepState
 
 class TracedStep:
     def __init__(self, fn: Callable):
-        self.fn = amp.conditional_update.conditional_updates(fn)  # resolves amp.update_if_finite marks
+        self.fn = if_finite.finite_step(fn)  # no skip record from an earlier step; update_if_finite resolved
         self.program: Optional[StepProgram] = None
         functools.update_wrapper(self, fn)
 
     # -- public -------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        amp.skip.clear()
         b = _backend.backend()
         if b is None:
             return self.fn(*args, **kwargs)
@@ -81,10 +81,7 @@ class TracedStep:
     def _compile(self, b, args, kwargs, use_cache: bool = True) -> StepProgram:
         """Capture and compile the step for these arguments (or load it from the compile
         cache, `use_cache`)."""
-        try:
-            return self._capture_and_compile(b, args, kwargs, use_cache)
-        finally:
-            amp.skip.clear()  # records made while capturing hold traced tensors
+        return self._capture_and_compile(b, args, kwargs, use_cache)
 
     def _cache_key(self, b, state: StepState, call: CallSignature) -> str | None:
         """The compile-cache lookup key of this step for these inputs

@@ -1,6 +1,6 @@
 """`cstorch.amp`: loss scaling (`GradScaler`, `optimizer_step`) and mixed precision
 (`set_half_dtype`, `autocast`)."""
-from . import skip
+from ..optim import if_finite as skip  # noqa: F401  (the non-finite skip: records, the wrapper)
 from .casts import (disable_casts, float_function, half_function, init, promote_function, register_float_function,
                     register_half_function, register_promote_function)
 from .conditional_update import isfinite, setup_optimizer, update_if_finite

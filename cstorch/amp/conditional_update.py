@@ -1,5 +1,5 @@
 """Updates kept only when the step's gradients were finite: `isfinite`,
-`update_if_finite`, `setup_optimizer`.
+`update_if_finite`, `setup_optimizer` (the mechanism is `cstorch.optim.if_finite`).
 
 With dynamic loss scaling, `GradScaler.step(optimizer)` applies the update only when the
 gradients are finite (a 0-d bool tensor, computed on the device).
@@ -17,28 +17,18 @@ gradients are finite (a 0-d bool tensor, computed on the device).
 """
 from __future__ import annotations
 
-import functools
-import threading
-from typing import Callable, Union
+from typing import Union
 
 import torch
 
-from .skip import step_applied
+from ..optim import if_finite
 
-__all__ = ["isfinite", "update_if_finite", "setup_optimizer", "conditional_updates"]
-
-_local = threading.local()
-
-
-def _frames() -> list:
-    if not hasattr(_local, "frames"):
-        _local.frames = []
-    return _local.frames
+__all__ = ["isfinite", "update_if_finite", "setup_optimizer"]
 
 
 def isfinite(optimizer) -> Union[torch.Tensor, bool]:
     """Whether `optimizer`'s last step in this step had finite gradients (see the module docstring)."""
-    applied = step_applied(optimizer)
+    applied = if_finite.step_applied(optimizer)
     return True if applied is None else applied
 
 
@@ -48,37 +38,7 @@ def update_if_finite(optimizer, tensor: torch.Tensor) -> None:
     Differences from the real system:
         Outside a traced step it does nothing.
     """
-    frames = _frames()
-    if not frames:
-        return
-    with torch.no_grad():
-        frames[-1].append((optimizer, tensor, tensor.detach().clone()))
-
-
-def _finish(marked: list) -> None:
-    with torch.no_grad():
-        for optimizer, tensor, before in marked:
-            applied = step_applied(optimizer)
-            if isinstance(applied, torch.Tensor):
-                tensor.copy_(torch.where(applied, tensor, before))
-
-
-def conditional_updates(fn: Callable) -> Callable:
-    """`fn` (a step function) with the `update_if_finite` marks made while it runs
-    resolved when it returns."""
-
-    @functools.wraps(fn)
-    def step(*args, **kwargs):
-        frames = _frames()
-        frames.append([])
-        try:
-            result = fn(*args, **kwargs)
-            _finish(frames[-1])
-            return result
-        finally:
-            frames.pop()
-
-    return step
+    if_finite.update_if_finite(optimizer, tensor)
 
 
 def setup_optimizer(optimizer):

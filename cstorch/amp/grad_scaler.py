@@ -37,7 +37,7 @@ from .. import _backend
 from ..optim.optimizer import live_optimizers
 from ..state import copy_into
 from ..stateful import swap_attributes
-from . import skip
+from ..optim import if_finite
 
 
 def live_grad_scalers() -> list["GradScaler"]:
@@ -201,16 +201,9 @@ class GradScaler:
             return optimizer.step(*args, **kwargs)
         if self.isfinite is None:
             self.clip_gradients_and_return_isfinite(self._optimizers())
-        isfinite = self.isfinite
-        owned = [p for g in optimizer.param_groups for p in g["params"]]
-        owned += [t for p in owned for t in optimizer.state[p].values() if isinstance(t, torch.Tensor)]
+        result = if_finite.step_if_finite(optimizer, self.isfinite, *args, **kwargs)
         with torch.no_grad():
-            before = [t.clone() for t in owned]
-            result = optimizer.step(*args, **kwargs)
-            for t, old in zip(owned, before):
-                t.copy_(torch.where(isfinite, t, old))
-            self._num_skipped_steps.add_(1 - isfinite.long())
-        skip.record_step_applied(optimizer, isfinite)
+            self._num_skipped_steps.add_(1 - self.isfinite.long())
         return result
 
     def update(self, new_scale=None) -> None:

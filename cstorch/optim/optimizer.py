@@ -61,8 +61,6 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
         # and the value last written into it (see `hyperparameter`)
         self._hyper_tensors: list[dict[str, torch.Tensor]] = []
         self._hyper_values: list[dict[str, object]] = []
-        # the bool 0-d tensor a GradScaler recorded for the last step, with the run's step serial
-        self._skip_record: Optional[tuple[int, torch.Tensor]] = None
         super().__init__(params, defaults)
         for group in self.param_groups:
             if "tags" in group:
@@ -76,8 +74,6 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
                     self.state[p]["step"] = torch.zeros((), dtype=torch.float32)
         self._optimizer_zero_grad_pre_hooks: OrderedDict = OrderedDict()
         self._optimizer_zero_grad_post_hooks: OrderedDict = OrderedDict()
-        # a step not taken through a GradScaler always counts for the schedulers
-        self.register_step_pre_hook(lambda opt, args, kwargs: opt.forget_skip_record())
         _backend.run_registry().register(self)
 
     # -- tensor hyper-parameters -------------------------------------------------------
@@ -122,17 +118,6 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
         t = self.hyperparameter(group_index, key)
         self.param_groups[group_index][key] = t
         return t
-
-    # -- gradient-scaler skip records (`cstorch.amp.skip`) ------------------------------
-    def record_skip(self, applied: torch.Tensor, serial: int) -> None:
-        self._skip_record = (serial, applied)
-
-    def skip_record(self, serial: int) -> Optional[torch.Tensor]:
-        record = self._skip_record
-        return record[1] if record is not None and record[0] == serial else None
-
-    def forget_skip_record(self) -> None:
-        self._skip_record = None
 
     # -- the run's protocol (cstorch.stateful.Stateful) --------------------------------
     def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:

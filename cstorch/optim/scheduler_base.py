@@ -12,6 +12,7 @@ import torch
 
 from .. import _backend
 from ..state import copy_into
+from . import if_finite
 from .optimizer import Optimizer
 
 
@@ -310,7 +311,7 @@ class Scheduler(abc.ABC):
         same eagerly and inside a traced step."""
         self._check_not_owned("increment_last_epoch")
         self._check_step_inside_compiled_step("increment_last_epoch")
-        applied = self.optimizer.skip_record(_backend.run_registry().step_serial)  # see cstorch.amp.skip
+        applied = if_finite.step_applied(self.optimizer)
         inc = 1 if applied is None else applied.to(torch.int64)
         with torch.no_grad():
             self.last_epoch.add_(inc)
