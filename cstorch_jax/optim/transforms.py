@@ -116,6 +116,30 @@ def scale_by_learning_rate() -> Transform:
     return apply
 
 
+def ema(average, value, decay):
+    """decay * average + (1 - decay) * value: one step of an exponential moving average,
+    in the form Adam's second moment, LAMB's moments, Adadelta, Adafactor and Muon write
+    it. The order of the terms is part of the numerics: XLA contracts a product and a sum
+    into one fused multiply-add, so `(1 - decay) * value + decay * average` (optax's Lion)
+    rounds differently."""
+    return decay * average + (1 - decay) * value
+
+
+def lerp_toward(average, value, decay):
+    """average + (1 - decay) * (value - average): the same moving average in torch's
+    `lerp_` form (Adam's, Adamax's and NAdam's first moment). It rounds differently from
+    `ema`, which is why each algorithm names the form it follows."""
+    return average + (1 - decay) * (value - average)
+
+
+def adam_moments(state, g, hp, first=lerp_toward):
+    """(m', v') of the gradient g from `state.exp_avg` and `state.exp_avg_sq` (any state
+    with these fields: Adam, NAdam, RAdam, LAMB), with `hp.beta1` and `hp.beta2`:
+    m' = first(m, g, beta1) and v' = ema(v, g^2, beta2). `first` is `lerp_toward` as
+    torch.optim computes Adam, or `ema` as the real system computes LAMB."""
+    return first(state.exp_avg, g, hp.beta1), ema(state.exp_avg_sq, g * g, hp.beta2)
+
+
 def one_minus_power(beta: float, t):
     """1 - beta^t for a float32 step count t, accurate to float32 rounding even when
     beta is close to 1 (1 - float32(0.999) alone is off by 1e-5 relative)."""

@@ -23,7 +23,7 @@ import torch
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param
-from ..transforms import add_l2_decay, chain, maximize, scale_by_learning_rate
+from ..transforms import add_l2_decay, chain, ema, maximize, scale_by_learning_rate
 
 
 class AdadeltaHyper(NamedTuple):
@@ -45,9 +45,9 @@ def adadelta_state(hp: AdadeltaHyper, shape: tuple) -> AdadeltaState:
 def scale_by_adadelta():
     def apply(update, state: AdadeltaState, hp):
         g = update.u
-        square_avg = hp.rho * state.square_avg + (1 - hp.rho) * (g * g)
+        square_avg = ema(state.square_avg, g * g, hp.rho)
         delta = jnp.sqrt(state.acc_delta + hp.eps) / jnp.sqrt(square_avg + hp.eps) * g
-        acc_delta = hp.rho * state.acc_delta + (1 - hp.rho) * (delta * delta)
+        acc_delta = ema(state.acc_delta, delta * delta, hp.rho)
         return update._replace(u=delta), AdadeltaState(state.step + 1, square_avg, acc_delta)
 
     return apply

@@ -39,7 +39,7 @@ import torch
 
 from ..registry import register
 from ..spec import REQUIRED, Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param, shaped
-from ..transforms import chain
+from ..transforms import chain, ema
 
 
 def _rms(x):
@@ -91,18 +91,18 @@ def adafactor_step():
         b2 = (1 - t ** hp.decay_rate).astype(dt)
         s = g * g + eps1
         if state.exp_avg_sq_row is not None:
-            row = b2 * state.exp_avg_sq_row + (1 - b2) * jnp.mean(s, axis=-1)
-            col = b2 * state.exp_avg_sq_col + (1 - b2) * jnp.mean(s, axis=-2)
+            row = ema(state.exp_avg_sq_row, jnp.mean(s, axis=-1), b2)
+            col = ema(state.exp_avg_sq_col, jnp.mean(s, axis=-2), b2)
             new = new._replace(exp_avg_sq_row=row, exp_avg_sq_col=col)
             row_factor = jax.lax.rsqrt(row / jnp.mean(row, axis=-1, keepdims=True))
             u = row_factor[..., :, None] * jax.lax.rsqrt(col)[..., None, :] * g
         else:
-            v = b2 * state.exp_avg_sq + (1 - b2) * s
+            v = ema(state.exp_avg_sq, s, b2)
             new = new._replace(exp_avg_sq=v)
             u = jax.lax.rsqrt(v) * g
         u = alpha * (u / jnp.maximum(_rms(u) / hp.clip_threshold, 1.0))
         if hp.beta1 is not None:
-            u = hp.beta1 * state.exp_avg + (1 - hp.beta1) * u
+            u = ema(state.exp_avg, u, hp.beta1)
             new = new._replace(exp_avg=u)
         wd = hp.weight_decay.astype(dt)
         return update._replace(p=p - wd * alpha * p - u), new

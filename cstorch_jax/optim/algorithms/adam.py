@@ -27,8 +27,8 @@ import jax.numpy as jnp
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, counter, like_param, \
     steps_from_beta_powers
-from ..transforms import add_l2_decay, chain, decay_weights, maximize, one_minus_power, scale_by_learning_rate, \
-    when
+from ..transforms import add_l2_decay, adam_moments, chain, decay_weights, maximize, one_minus_power, \
+    scale_by_learning_rate, when
 
 
 class AdamHyper(NamedTuple):
@@ -58,8 +58,7 @@ def scale_by_adam():
     def apply(update, state: AdamState, hp):
         g = update.u
         t = state.step + 1
-        m = state.exp_avg + (1 - hp.beta1) * (g - state.exp_avg)
-        v = hp.beta2 * state.exp_avg_sq + (1 - hp.beta2) * (g * g)
+        m, v = adam_moments(state, g, hp)
         new = state._replace(step=t, exp_avg=m, exp_avg_sq=v)
         if hp.amsgrad:
             v = jnp.maximum(state.max_exp_avg_sq, v)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, counter, like_param, \
     steps_from_beta_powers
-from ..transforms import add_l2_decay, chain, maximize, one_minus_power, scale_by_learning_rate
+from ..transforms import add_l2_decay, chain, lerp_toward, maximize, one_minus_power, scale_by_learning_rate
 
 
 class AdamaxHyper(NamedTuple):
@@ -47,7 +47,7 @@ def scale_by_adamax():
     def apply(update, state: AdamaxState, hp):
         g = update.u
         t = state.step + 1
-        m = state.exp_avg + (1 - hp.beta1) * (g - state.exp_avg)
+        m = lerp_toward(state.exp_avg, g, hp.beta1)
         u = jnp.maximum(hp.beta2 * state.exp_inf, jnp.abs(g) + hp.eps)
         clr = update.lr / one_minus_power(hp.beta1, t).astype(update.p.dtype)
         return update._replace(u=m / u, lr=clr), AdamaxState(t, m, u)

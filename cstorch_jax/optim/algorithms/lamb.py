@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, like_param
-from ..transforms import chain, scale_by_learning_rate
+from ..transforms import adam_moments, chain, ema, scale_by_learning_rate
 
 
 class LambHyper(NamedTuple):
@@ -46,8 +46,7 @@ def scale_by_trust_ratio():
 
     def apply(update, state: LambState, hp):
         p, g = update.p, update.u
-        m = hp.beta1 * state.exp_avg + (1 - hp.beta1) * g
-        v = hp.beta2 * state.exp_avg_sq + (1 - hp.beta2) * (g * g)
+        m, v = adam_moments(state, g, hp, first=ema)
         r = m / (jnp.sqrt(v) + hp.eps) + hp.weight_decay.astype(p.dtype) * p
         if hp.adam:
             q = jnp.ones((), p.dtype)

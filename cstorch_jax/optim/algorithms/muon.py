@@ -36,7 +36,7 @@ from jax.lax import Precision
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, like_param
-from ..transforms import chain, decay_weights, scale_by_learning_rate
+from ..transforms import chain, decay_weights, ema, scale_by_learning_rate
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 NS_EPS = 1e-7
@@ -85,7 +85,7 @@ def orthogonalize_momentum():
         if p.ndim < 2:
             raise ValueError(f"Muon updates parameters of two or more dimensions, got one of shape {p.shape}")
         if state.momentum_buffer is not None:
-            buf = hp.momentum * state.momentum_buffer + (1 - hp.momentum) * g
+            buf = ema(state.momentum_buffer, g, hp.momentum)
             state = MuonState(buf)
         else:
             buf = g

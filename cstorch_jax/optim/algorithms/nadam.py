@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, check_hyperparameter, counter, \
     like_param
-from ..transforms import add_l2_decay, chain, one_minus_power
+from ..transforms import add_l2_decay, adam_moments, chain, one_minus_power
 
 _LOG_096 = math.log(0.96)
 
@@ -65,8 +65,7 @@ def nadam_step():
         mu = hp.beta1 * (1 - 0.5 * jnp.exp(t * (hp.momentum_decay * _LOG_096)))
         mu_next = hp.beta1 * (1 - 0.5 * jnp.exp((t + 1) * (hp.momentum_decay * _LOG_096)))
         mu_product = state.mu_product * mu
-        m = state.exp_avg + (1 - hp.beta1) * (g - state.exp_avg)
-        v = hp.beta2 * state.exp_avg_sq + (1 - hp.beta2) * (g * g)
+        m, v = adam_moments(state, g, hp)
         denom = jnp.sqrt(v / one_minus_power(hp.beta2, t).astype(p.dtype)) + hp.eps
         grad_coef = (-lr * ((1 - mu) / (1 - mu_product)).astype(p.dtype))
         avg_coef = (-lr * (mu_next / (1 - mu_product * mu_next)).astype(p.dtype))

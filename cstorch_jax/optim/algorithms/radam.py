@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, counter, like_param
-from ..transforms import add_l2_decay, chain, one_minus_power
+from ..transforms import add_l2_decay, adam_moments, chain, one_minus_power
 
 # (k, c_k) with (2/L) * (1 - x/(e^x - 1)) = t * (1 + sum c_k x^k), x = t L, for |x| < 2 pi
 _SERIES = ((1, -1 / 6), (3, 1 / 360), (5, -1 / 15120), (7, 1 / 604800), (9, -1 / 23950080))
@@ -78,8 +78,7 @@ def rectified_adam():
     def apply(update, state: RAdamState, hp):
         p, g, lr = update.p, update.u, update.lr
         t = state.step + 1
-        m = state.exp_avg + (1 - hp.beta1) * (g - state.exp_avg)
-        v = hp.beta2 * state.exp_avg_sq + (1 - hp.beta2) * (g * g)
+        m, v = adam_moments(state, g, hp)
         new = RAdamState(t, m, v)
         m_hat = m / one_minus_power(hp.beta1, t).astype(p.dtype)
         rho_inf = 2 / (1 - hp.beta2) - 1
