@@ -15,8 +15,9 @@ themselves (a class refusing its arguments is a `ConfigError` naming the key).
 * `configure_trainer_from_config(trainer, mode)`: the same from one trainer dict (parsed
   first).
 * `run_trainer(mode, params)`: parses every trainer of the file first (once), then
-  builds and runs them one after the other; each trainer's loggers are closed
-  (`Trainer.finalize`) after it ran, also when it failed.
+  `run_specs(mode, specs)`: checks each for the mode, builds and runs them one after the
+  other; each trainer's loggers are closed (`Trainer.finalize`) after it ran, also when it
+  failed.
 
 What is built from which key (the `trainer:` structure and its checks: `config.py`),
 in this order: the model, the dataloaders, the optimizer and schedulers, the option
@@ -205,12 +206,21 @@ def configure_trainer_from_config(trainer_params: dict, mode: str, base_dir: Opt
 
 
 def run_trainer(mode: str, params: dict, base_dir: Optional[str] = None) -> list:
-    """Parse every trainer of `params` for `mode` (`config.validate_params`), then build
-    and run each in order; each trainer's loggers are closed (`Trainer.finalize`) once it
-    ran, also when it raised. Returns the trainers."""
+    """Parse every trainer of `params` (`config.validate_params`), then `run_specs`.
+    Returns the trainers."""
     check_mode(mode)
+    return run_specs(mode, config.validate_params(params, None, base_dir))
+
+
+def run_specs(mode: str, specs: list) -> list:
+    """Check that every parsed trainer can run `mode` (`TrainerSpec.check_mode`), then
+    build and run each in order; each trainer's loggers are closed (`Trainer.finalize`)
+    once it ran, also when it raised. Returns the trainers."""
+    check_mode(mode)
+    for spec in specs:
+        spec.check_mode(mode)
     trainers = []
-    for spec in config.validate_params(params, mode, base_dir):
+    for spec in specs:
         trainer, run_kwargs = build_trainer(spec, mode)
         try:
             getattr(trainer, RUN_MODES[mode].method)(**run_kwargs)
@@ -220,4 +230,4 @@ def run_trainer(mode: str, params: dict, base_dir: Optional[str] = None) -> list
     return trainers
 
 
-__all__ = ["trainer_arguments", "build_trainer", "configure_trainer_from_config", "run_trainer"]
+__all__ = ["trainer_arguments", "build_trainer", "configure_trainer_from_config", "run_trainer", "run_specs"]

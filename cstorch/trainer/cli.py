@@ -6,8 +6,9 @@ two names differ only in the name they print).
     cstorch validate params.yaml [flags]       eval
     cstorch validate_all params.yaml [flags]   eval_all
 
-The subcommands are the Trainer's run methods; `config.mode_for` picks the run mode
-(`config.RUN_MODES`).
+The subcommands are the Trainer's run methods. The YAML, with the command line's overrides
+merged in (`effective_params`), is parsed once into trainer specs; the run mode
+(`config.mode_of`, from `config.RUN_MODES`), the device count and the run read the specs.
 
 Precedence: a flag given on the command line overrides the YAML, which overrides the
 defaults of `cstorch.trainer.config` (model_dir "./model_dir", device CSX). Overrides
@@ -74,9 +75,9 @@ import sys
 import warnings
 from typing import Optional, Sequence
 
-from .build import run_trainer
+from .build import run_specs
 from .checks import device_name
-from .config import ConfigError, convert_legacy, is_legacy, load_params, mode_for, trainer_dicts
+from .config import ConfigError, convert_legacy, is_legacy, load_params, mode_of, trainer_dicts, validate_params
 
 #: cszoo's flags that set a `ClusterConfig` field of the same name (and, from the legacy runner's
 #: flags, num_csx): with CSX_FLAGS' num_workers_per_csx they go to init.backend.cluster_config
@@ -241,22 +242,21 @@ def effective_params(args: argparse.Namespace, params: dict) -> dict:
     return params
 
 
-def run_mode(command: str, params: dict) -> str:
-    """The run mode of a subcommand (a Trainer method, `config.mode_for`): `fit` is
-    train_and_eval when some trainer has a `fit.val_dataloader`, else train."""
-    return mode_for(command, params)
+def run_mode(command: str, specs: list) -> str:
+    """The run mode of a subcommand (a Trainer method, `config.mode_of`) for the parsed
+    trainers: `fit` is train_and_eval when some trainer has a `fit.val_dataloader`, else
+    train."""
+    return mode_of(command, specs)
 
 
-def num_csx(params: dict) -> int:
-    """The largest `backend.cluster_config.num_csx` of the trainers (1 when none)."""
+def num_csx(specs: list) -> int:
+    """The largest `backend.cluster_config.num_csx` of the parsed trainers' CSX backends
+    (1 when none)."""
     counts = [1]
-    for _, spec in trainer_dicts(params):
-        init = spec.get("init")
-        backend = init.get("backend") if isinstance(init, dict) else None
-        if isinstance(backend, dict) and device_name(backend.get("backend_type", "CSX")) == "CSX":
-            cc = backend.get("cluster_config") or {}
-            if isinstance(cc, dict) and isinstance(cc.get("num_csx"), int):
-                counts.append(cc["num_csx"])
+    for spec in specs:
+        backend = spec.init.backend
+        if backend is not None and backend.backend_type == "CSX":
+            counts.append((backend.cluster_config or {}).get("num_csx", 1))
     return max(counts)
 
 
@@ -288,10 +288,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> in
     logging.getLogger("cstorch").setLevel(args.logging or "INFO")
     try:
         params = effective_params(args, load_params(args.params))
-        mode = run_mode(args.command, params)
-        ensure_host_device_count(num_csx(params))
-        # builds the backend: only after XLA_FLAGS is final
-        run_trainer(mode, params, base_dir=os.path.dirname(os.path.abspath(args.params)))
+        specs = validate_params(params, None, os.path.dirname(os.path.abspath(args.params)))  # the one parse
+        mode = run_mode(args.command, specs)
+        ensure_host_device_count(num_csx(specs))
+        run_specs(mode, specs)  # builds the backend: only after XLA_FLAGS is final
     except ConfigError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2

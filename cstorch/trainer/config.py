@@ -23,6 +23,11 @@ Pipeline, and the contract of each step:
 * `validate_params(params, mode)` -> `[TrainerSpec]`: every trainer of the file, and that
   they all resolve to the same device type and backend settings (a process has one
   backend). Every mistake raises `ConfigError` (a ValueError) with its own message.
+* `mode_of(method, specs)`: the run mode of a Trainer method for the parsed trainers.
+
+The YAML is parsed once: a command line's overrides are merged into the document first
+(`cli.effective_params`), and everything after the parse (the run mode, the device count,
+building and running) reads the specs.
 
 The `trainer:` structure (a list under `trainer:` = several trainers run in sequence;
 each item is `{trainer: {...}}` or the trainer dict itself)::
@@ -45,7 +50,7 @@ import yaml
 
 from .checks import ConfigError, check_dict, check_keys
 from .legacy import convert_legacy, is_legacy
-from .modes import MODES, RUN_MODES, RunMode, check_mode, val_sources
+from .modes import MODES, RUN_MODES, RunMode, check_mode
 from .specs import DEFAULT_MODEL_DIR, TrainerSpec, check_one_backend
 
 
@@ -151,11 +156,10 @@ def validate_params(params: dict, mode: Optional[str] = None, base_dir: Optional
     return specs
 
 
-def mode_for(method: str, params: dict) -> str:
-    """The run mode of the Trainer method `method` (fit, validate, validate_all) for
-    `params`: fit is train_and_eval when some trainer has a fit.val_dataloader, else
-    train; validate is eval; validate_all is eval_all. Reads the dicts before parsing
-    (the CLI needs the mode first): only where the val dataloaders are."""
+def mode_of(method: str, specs: list[TrainerSpec]) -> str:
+    """The run mode of the Trainer method `method` (fit, validate, validate_all) for the
+    parsed trainers `specs`: fit is train_and_eval when some trainer has a
+    fit.val_dataloader, else train; validate is eval; validate_all is eval_all."""
     modes = [mode for mode, m in RUN_MODES.items() if m.method == method]
     if not modes:
         methods = sorted({m.method for m in RUN_MODES.values()})
@@ -163,13 +167,10 @@ def mode_for(method: str, params: dict) -> str:
     if len(modes) == 1:
         return modes[0]
     validating = next(mode for mode in modes if RUN_MODES[mode].validates)
-    for _, trainer in trainer_dicts(params):
-        for section, key in val_sources(validating):
-            values = trainer.get(section)
-            if isinstance(values, dict) and values.get(key):
-                return validating
+    if any(spec.val_dataloaders(validating) is not None for spec in specs):
+        return validating
     return next(mode for mode in modes if not RUN_MODES[mode].validates)
 
 
 __all__ = ["ConfigError", "RunMode", "RUN_MODES", "MODES", "DEFAULT_MODEL_DIR", "load_params", "is_legacy",
-           "convert_legacy", "unwrap_trainer", "trainer_dicts", "mode_for", "validate_params", "validate_trainer"]
+           "convert_legacy", "unwrap_trainer", "trainer_dicts", "mode_of", "validate_params", "validate_trainer"]

@@ -60,6 +60,7 @@ from typing import Any, Optional
 from cstorch.optim.catalog import optimizer_class
 
 from .checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_number, show, suggest
+from .specs.backend import SHARED_BACKEND_KEYS
 
 LEGACY_TOP_KEYS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity")
 _LEGACY_RUNCONFIG = {
@@ -79,7 +80,9 @@ _LEGACY_RUNCONFIG = {
     "model_dir": ("model_dir",),
     "seed": ("seed",),
 }
-_LEGACY_BACKEND = ("compile_dir", "compile_only", "validate_only")
+#: the runconfig keys that are `backend:` settings (those the process's one backend shares, but
+#: the cluster config, whose fields are runconfig keys of their own)
+_LEGACY_BACKEND = tuple(k for k in SHARED_BACKEND_KEYS if k != "cluster_config")
 _LEGACY_SPECIAL = ("checkpoint_path", "target_device", "mode", "keep_checkpoint_max")
 _LEGACY_PRECISION_OPTIMIZER = ("loss_scaling_factor", "initial_loss_scale", "steps_per_increase", "min_loss_scale",
                                "max_loss_scale", "max_gradient_norm", "max_gradient_value", "log_loss_scale")

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import cstorch
-from cstorch.trainer import cli
+from cstorch.trainer import cli, config
 from cstorch.trainer.config import RUN_MODES, ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,6 +25,22 @@ def params(**init):
 
 def effective(argv, p):
     return cli.effective_params(cli.build_parser().parse_args(argv), p)
+
+
+def parsed(p, toy_dir):
+    """The specs of `p` with its model and data processor named as the toy classes
+    next to the YAML (`toy_dir`), so that parsing resolves them."""
+    def named(value):
+        if isinstance(value, dict):
+            value = {k: named(v) for k, v in value.items()}
+            if value.get("name") == "m":
+                value["name"] = "toy.py:Toy"
+            if value.get("data_processor") == "p":
+                value["data_processor"] = "toy.py:ToyData"
+            return value
+        return [named(v) for v in value] if isinstance(value, list) else value
+
+    return config.validate_params(named(p), None, str(toy_dir))
 
 
 def test_parse_subcommands_and_flags():
@@ -56,20 +72,20 @@ def test_flags_override_the_yaml():
     assert p["trainer"]["init"]["model_dir"] == "yaml_dir"  # input untouched
 
 
-def test_target_device_and_csx_flags():
+def test_target_device_and_csx_flags(toy_dir):
     out = effective(["fit", "p.yaml", "--num_csx", "4", "--num_workers_per_csx", "2", "--compile_only"], params())
     init = out["trainer"]["init"]
     assert "device" not in init
     assert init["backend"] == {"backend_type": "CSX", "compile_only": True, "validate_only": False,
                                "cluster_config": {"num_csx": 4, "num_workers_per_csx": 2}}
-    assert cli.num_csx(out) == 4
+    assert cli.num_csx(parsed(out, toy_dir)) == 4
 
     yaml_backend = params(backend={"backend_type": "CSX", "cluster_config": {"num_csx": 2}})
     del yaml_backend["trainer"]["init"]["device"]
     with pytest.warns(UserWarning, match=r"CSX backend settings \(backend.cluster_config\) are ignored"):
         out = effective(["fit", "p.yaml", "--target_device", "CPU"], yaml_backend)
     assert out["trainer"]["init"]["device"] == "CPU" and "backend" not in out["trainer"]["init"]
-    assert cli.num_csx(out) == 1
+    assert cli.num_csx(parsed(out, toy_dir)) == 1
 
     out = effective(["fit", "p.yaml", "--target_device", "CSX"], params(device="CPU"))
     assert out["trainer"]["init"]["device"] == "CSX"
@@ -86,23 +102,24 @@ def test_overrides_apply_to_every_trainer_and_to_legacy_configs():
     assert out["trainer"]["init"]["model_dir"] == "new" and out["trainer"]["init"]["loop"] == {"max_steps": 5}
 
 
-def test_fit_mode_depends_on_val_dataloader():
+def test_fit_mode_depends_on_val_dataloader(toy_dir):
     p = params()
-    assert cli.run_mode("fit", p) == "train"
+    assert cli.run_mode("fit", parsed(p, toy_dir)) == "train"
     p["trainer"]["fit"]["val_dataloader"] = {"data_processor": "p"}
-    assert cli.run_mode("fit", p) == "train_and_eval"
-    assert (cli.run_mode("validate", p), cli.run_mode("validate_all", p)) == ("eval", "eval_all")
+    specs = parsed(p, toy_dir)
+    assert cli.run_mode("fit", specs) == "train_and_eval"
+    assert (cli.run_mode("validate", specs), cli.run_mode("validate_all", specs)) == ("eval", "eval_all")
     two = {"trainer": [params()["trainer"], p["trainer"]]}  # one trainer with a val dataloader is enough
-    assert cli.run_mode("fit", two) == "train_and_eval"
+    assert cli.run_mode("fit", parsed(two, toy_dir)) == "train_and_eval"
     with pytest.raises(ConfigError, match="Unknown Trainer method 'train'"):
-        cli.run_mode("train", p)
+        cli.run_mode("train", specs)
 
 
-def test_subcommands_are_the_run_methods_of_the_mode_table():
+def test_subcommands_are_the_run_methods_of_the_mode_table(toy_dir):
     (subparsers,) = [a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert set(subparsers.choices) == {m.method for m in RUN_MODES.values()}
     for command in subparsers.choices:
-        assert RUN_MODES[cli.run_mode(command, params())].method == command
+        assert RUN_MODES[cli.run_mode(command, parsed(params(), toy_dir))].method == command
 
 
 def test_override_errors_name_the_trainer():
@@ -158,7 +175,6 @@ def test_trainers_with_different_devices_exit_2_before_any_runs(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("cstorch: error: trainer[1].init.device ('CSX') does not match trainer[0].init.device "
                           "('CPU')"), err
-    from cstorch.trainer import config
 
     assert cstorch.backend() is None
     # with --target_device every trainer asks for the same backend
@@ -171,12 +187,11 @@ def test_trainers_with_different_devices_exit_2_before_any_runs(tmp_path, capsys
 def test_example_configs_validate_after_the_overrides(name):
     """What `cstorch fit examples/configs/<name>.yaml --target_device CPU --max_steps 2` runs
     is valid (nothing is built)."""
-    from cstorch.trainer import config
-
     path = os.path.join(REPO, "examples", "configs", f"{name}.yaml")
     args = cli.build_parser().parse_args(["fit", path, "--target_device", "CPU", "--max_steps", "2"])
     p = cli.effective_params(args, config.load_params(path))
-    assert cli.run_mode("fit", p) == "train_and_eval" and cli.num_csx(p) == 1
+    specs = config.validate_params(p, None, os.path.dirname(path))
+    assert cli.run_mode("fit", specs) == "train_and_eval" and cli.num_csx(specs) == 1
     (spec,) = config.validate_params(p, "train_and_eval", os.path.dirname(path))
     assert spec.init.device == "CPU" and spec.init.loop.kwargs["max_steps"] == 2
     assert cstorch.backend() is None

@@ -19,8 +19,8 @@ import os
 from typing import Any, Callable, Dict, List, Optional
 
 from cstorch.trainer import cli
-from cstorch.trainer.build import run_trainer
-from cstorch.trainer.config import MODES, ConfigError, load_params
+from cstorch.trainer.build import run_specs
+from cstorch.trainer.config import MODES, ConfigError, load_params, validate_params
 
 #: the runconfig keys that override the YAML (the `cszoo` flags of the same names)
 _OVERRIDES = ("model_dir", "checkpoint_path", "target_device", *cli.CSX_FLAGS, "logging", "max_steps", "eval_steps")
@@ -80,9 +80,9 @@ def main(params: Dict[str, Any], script: Optional[str] = None,
         args = argparse.Namespace(**{k: None for k in _OVERRIDES})
     if runconfig.get("logging"):
         logging.getLogger("cstorch").setLevel(runconfig["logging"])
-    params = cli.effective_params(args, params)
-    cli.ensure_host_device_count(cli.num_csx(params))
-    return run_trainer(mode, params, base_dir=base_dir)
+    specs = validate_params(cli.effective_params(args, params), None, base_dir)  # the one parse
+    cli.ensure_host_device_count(cli.num_csx(specs))
+    return run_specs(mode, specs)
 
 
 def run(extra_args_parser_fn: Optional[Callable[[], List[argparse.ArgumentParser]]] = None, argv=None):

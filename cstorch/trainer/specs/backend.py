@@ -17,16 +17,19 @@ import warnings
 from typing import Any, Literal, Optional
 
 import cstorch
+from cstorch.backend import get_backend_args
 from cstorch.distributed import ClusterConfig
 
 from ..checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, device_name, show, try_build
 from .base import At, Spec
 
-#: keyword arguments of `cstorch.backend(type, ...)` per backend type (see cstorch/_backend.py `_make`)
+#: the keys of a `backend:` block per backend type: `backend_type` and the arguments of
+#: `cstorch.backend(type, ...)` (`cstorch.backend.get_backend_args`, from the one table the
+#: backend keeps); of the GPU backend's DDP arguments, which it does not support yet, none
+_GPU_UNSUPPORTED = ("enable_distributed", "main_process_id", "dist_backend", "init_method", "sync_batchnorm")
 BACKEND_KEYS = {
-    "CSX": ("backend_type", "artifact_dir", "compile_dir", "compile_only", "validate_only", "cluster_config"),
-    "CPU": ("backend_type", "artifact_dir"),
-    "GPU": ("backend_type", "artifact_dir"),
+    name: tuple(k for k in list(get_backend_args(name))[1:] if not (name == "GPU" and k in _GPU_UNSUPPORTED))
+    for name in ("CSX", "CPU", "GPU")
 }
 #: the settings a `backend:` block shares with the process's one backend: a later
 #: trainer's block must repeat them (`check_one_backend`)
