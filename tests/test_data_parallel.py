@@ -153,12 +153,19 @@ def test_process_environment_errors(monkeypatch, env, config, message):
 
 def test_launcher_sets_the_environment_and_stops_the_others_on_failure(tmp_path, capfd):
     script = tmp_path / "worker.py"
+    # process 1 fails only once process 0 has printed its line (on a loaded machine process 0 may
+    # start later than process 1 ends, and the launcher stops it then: nothing would be printed)
     script.write_text(textwrap.dedent("""
-        import os, sys, time
+        import os, pathlib, sys, time
         print("id", os.environ["CSTORCH_PROCESS_ID"], "of", os.environ["CSTORCH_NUM_PROCESSES"],
               "at", os.environ["CSTORCH_COORDINATOR_ADDRESS"], os.environ["XLA_FLAGS"], flush=True)
+        printed = pathlib.Path(__file__).with_name("p0-printed")
         if os.environ["CSTORCH_PROCESS_ID"] == "1":
+            deadline = time.monotonic() + 120
+            while not printed.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
             sys.exit(3)
+        printed.touch()
         time.sleep(600)  # process 0 would wait forever for the failed one
     """))
     status = launcher.main(["--num-processes", "2", "--devices-per-process", "3", str(script)])
