@@ -15,7 +15,8 @@ everything else is here:
   (`increment_last_epoch`) and `cstorch.amp.isfinite(optimizer)` reads it.
 * `update_if_finite(optimizer, tensor)` marks a tensor whose coming change is to be kept only
   if `optimizer`'s step is; `finite_step(fn)` wraps a step function: it starts the step with
-  no record and, when `fn` returns, applies `keep_if_finite` to the marked tensors.
+  no record and, when `fn` returns, sets each marked tensor to
+  `where(step_applied(optimizer), its value now, its value when marked)`.
 
 A record lives from `step_if_finite` until the optimizer's next `step()` (a step not taken
 through it always counts: a step pre-hook forgets it) or the start of the next step
