@@ -1,4 +1,5 @@
 import os
+import signal
 
 import pytest
 
@@ -15,6 +16,22 @@ def fresh_backend():
     _reset_backend()
     yield
     _reset_backend()
+
+
+@pytest.fixture
+def python_signal_handling():
+    """Python's own handling of SIGINT (`KeyboardInterrupt`) and SIGTERM (the default
+    disposition) in this process and the processes it starts, for the tests of what
+    cstorch does with them, whatever the test runner inherited: a shell without job
+    control starts a background job (`bash .ci/run &`) with SIGINT ignored, Python then
+    keeps it ignored, and no Ctrl-C would reach the code under test. Restored after."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for signum, handler in before.items():
+        if handler is not None:  # None: installed outside Python, not restorable from here
+            signal.signal(signum, handler)
 
 
 def pytest_addoption(parser):

@@ -25,6 +25,8 @@ import torch
 
 import cstorch
 
+pytestmark = pytest.mark.usefixtures("python_signal_handling")  # tests/conftest.py
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SCRIPT = os.path.join(HERE, "interrupt_training_script.py")

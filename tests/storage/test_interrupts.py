@@ -23,6 +23,8 @@ import torch
 
 import cstorch
 
+pytestmark = pytest.mark.usefixtures("python_signal_handling")  # tests/conftest.py
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
