@@ -160,6 +160,27 @@ def test_a_parameter_replaced_everywhere_it_is_held():
     assert_same_as_cpu(edit, optimizer="sgd")
 
 
+def test_a_parameter_replaced_inside_the_param_list_and_a_new_group_key():
+    """The param list edited in place (the list object kept, one item replaced) after one
+    step and a key of the user's own added to the group after another: the compiled step
+    follows the new Parameter, and the key is no graph change. The module's entry is set
+    in its `_parameters` dict, which no registration hook sees: only the param list's
+    items show the replacement."""
+    def edit(i, o):
+        model, opt = o["model"], o["opt"]
+        if i == 1:
+            opt.param_groups[0]["note"] = "warm"  # neither a hyper-parameter nor a graph constant
+        if i == EDIT_AT:
+            old = model.fc1.weight
+            new = torch.nn.Parameter(old.detach() * 0.5)
+            model.fc1._parameters["weight"] = new
+            params = opt.param_groups[0]["params"]
+            params[next(k for k, p in enumerate(params) if p is old)] = new
+            opt.state[new] = opt.state.pop(old)
+
+    assert_same_as_cpu(edit, optimizer="sgd")
+
+
 @pytest.mark.parametrize("kind,match", [
     ("replaced on the module only", r"model\.fc2\.weight and optimizer0\.param\d+ were one tensor"),
     ("requires_grad_", r"model\.fc1\.weight had requires_grad=True .* now has requires_grad=False"),

@@ -35,12 +35,13 @@ the torch tensors are stale until something syncs them. So:
      `StaticGraphError` naming it.
 
    The per-step cost is a few C-level passes over the compiled step's state tensors
-   (version, requires_grad, data pointer), the modules' train flags, an identity check
-   of the optimizers' param groups (their lists and values) and the few graph constants
-   of the schedulers, scalers and metrics; the full collection runs only when a module
-   registered a new Parameter, buffer or submodule (global registration hooks bump a
-   counter) or an optimizer's param lists, hyper-parameter tensors or a small object's
-   tensors changed identity.
+   (version, requires_grad, data pointer), the modules' train flags, one identity check
+   of the optimizers' param groups (the lists, each group's values and its params) and
+   the few graph constants of the schedulers, scalers and metrics, all against one
+   snapshot (`StateWatch._snapshot`). The graph constants are compared and the state is
+   collected again only when one of those moved: a module registered a new Parameter,
+   buffer or submodule (global registration hooks bump a counter), a group's value was
+   assigned, a param list or a small object's tensors changed identity.
 """
 from __future__ import annotations
 
@@ -222,9 +223,13 @@ class StateWatch:
         #: what the graph was specialised on besides its tensors (`StepState.frozen`)
         self.frozen = state.frozen()
         self._snapshot()
-        self._snapshot_constants()
 
     def _snapshot(self) -> None:
+        """What `_moved` and the per-step passes of `check` compare with: the registration
+        counter, the model tensors' requires_grad flags and data pointers, the storages of
+        the state, the constrained models' modules and their train flags, every
+        optimizer's param groups (each group's values and its params, as objects), the
+        small objects' tensors and the graph constants of the other constrained objects."""
         self.registrations = _registrations[0]
         self.model_tensors = [self.tensors[i] for i in self.model_positions]
         self.model_requires_grad = [self.requires_grad[i] for i in self.model_positions]
@@ -237,22 +242,15 @@ class StateWatch:
             ptr = _storage(t)
             if ptr is not None:
                 self.storage_map.setdefault(ptr, []).append(t)
-        #: per optimizer and param group: its params and its tensor hyper-parameters' values, as objects
-        self.optimizers = [(opt, [(list(g["params"]), [g.get(k) for k in opt.TENSOR_HYPERPARAMS])
-                                  for g in opt.param_groups]) for opt in self.state.objects("optimizer")]
-        self.small = [(obj, [t for _, t in obj.step_state()]) for _, obj in self.state.entries
-                      if obj.state_kind in ("scheduler", "grad_scaler", "metric")]
-
-    def _snapshot_constants(self) -> None:
-        """What `_constants_moved` compares with: the constrained models' modules and their
-        train flags, each optimizer's param groups and their values (as objects), and the
-        graph constants of the other objects."""
-        self.constant_registrations = _registrations[0]
         constrained = self.state.constrained
         self.modules = [m for _, obj in constrained if obj.state_kind == "model" for m in obj.module.modules()]
         self.training = list(map(_training, self.modules))
-        self.groups = [(opt, list(opt.param_groups), [list(g.values()) for g in opt.param_groups])
-                       for _, opt in constrained if opt.state_kind == "optimizer"]
+        #: per optimizer: its param groups and, per group, its values and its params, as objects
+        self.optimizers = [(opt, list(opt.param_groups),
+                            [(list(g.values()), list(g["params"])) for g in opt.param_groups])
+                           for opt in self.state.objects("optimizer")]
+        self.small = [(obj, [t for _, t in obj.step_state()]) for _, obj in self.state.entries
+                      if obj.state_kind in ("scheduler", "grad_scaler", "metric")]
         self.other_constants = [(prefix, obj, obj.graph_constants(prefix)) for prefix, obj in constrained
                                 if obj.state_kind not in ("model", "optimizer")]
 
@@ -264,11 +262,9 @@ class StateWatch:
         tensor whose `_version` moved by itself)."""
         if written:
             device_state.forget(written)
-        if self._constants_moved():
-            self._check_frozen()
-            self._snapshot_constants()
-        if self._identities_changed():
-            self._rebind(device_state)
+        if self._moved():
+            self._check_frozen()  # a graph constant changed: StaticGraphError
+            self._rebind(device_state)  # an object replaced, a value assigned: collected again
         if list(map(_requires_grad, self.model_tensors)) != self.model_requires_grad:
             for i in self.model_positions:
                 t, want = self.tensors[i], self.requires_grad[i]
@@ -283,20 +279,29 @@ class StateWatch:
             device_state.forget([t for t, old, new in zip(self.model_tensors, self.data_ptrs, ptrs) if old != new])
             self._snapshot()
 
-    def _constants_moved(self) -> bool:
-        """Whether a graph constant may have changed since the last snapshot (then
-        `_check_frozen` compares them all)."""
-        if self.constant_registrations != _registrations[0]:
+    def _moved(self) -> bool:
+        """Whether anything `_snapshot` holds by identity may have changed since: a
+        registration on any module, a constrained module's train flag, an optimizer's
+        param groups (the list, a group's values, a group's params), a small object's
+        tensors or another object's graph constants. Then `check` compares the graph
+        constants (`_check_frozen`) and collects the state again (`_rebind`)."""
+        if self.registrations != _registrations[0]:
             return True
         if list(map(_training, self.modules)) != self.training:
             return True
-        for opt, groups, values in self.groups:
+        for opt, groups, contents in self.optimizers:
             now = opt.param_groups
             if len(now) != len(groups) or not all(map(is_, now, groups)):
                 return True
-            for group, vals in zip(now, values):
-                if len(group) != len(vals) or not all(map(is_, group.values(), vals)):
+            for group, (values, params) in zip(now, contents):
+                if len(group) != len(values) or not all(map(is_, group.values(), values)):
+                    return True  # a value assigned (`group["lr"] = 0.1` reaches the optimizer's tensor)
+                current = group["params"]
+                if len(current) != len(params) or not all(map(is_, current, params)):
                     return True
+        for obj, tensors in self.small:
+            if not all(map(is_, (t for _, t in obj.step_state()), tensors)):
+                return True
         return any(obj.graph_constants(prefix) != want for prefix, obj, want in self.other_constants)
 
     def _check_frozen(self) -> None:
@@ -307,25 +312,6 @@ class StateWatch:
                     f"{key} was {want} when the step was compiled and is now {now.get(key)}. It is frozen into "
                     f"the compiled graph, so it cannot change during a run."
                 )
-
-    def _identities_changed(self) -> bool:
-        if self.registrations != _registrations[0]:
-            return True
-        for opt, groups in self.optimizers:
-            now = opt.param_groups
-            if len(now) != len(groups):
-                return True
-            for group, (params, hyper) in zip(now, groups):
-                current = group["params"]
-                if len(current) != len(params) or not all(map(is_, current, params)):
-                    return True
-                for key, value in zip(opt.TENSOR_HYPERPARAMS, hyper):
-                    if group.get(key) is not value:  # a value assigned: written into the optimizer's tensor
-                        return True
-        for obj, tensors in self.small:
-            if not all(map(is_, (t for _, t in obj.step_state()), tensors)):
-                return True
-        return False
 
     # -- when an object was replaced ------------------------------------------------------
     def _rebind(self, device_state) -> None:
