@@ -434,7 +434,7 @@ csx = FlagGroup("cstorch.backends.csx", groups={
             doc='How many batches each data worker\'s producer thread prepares ahead of the step (0: no thread; '
                 'each batch is made when the step needs it). "auto" (the default) is 2, except where the step '
                 'computes on the host\'s own cores (the CPU backend, CSX on the cpu platform): there the batches '
-                'are pulled on the main thread until the loader turns out slow (a mean of 0.5 ms or more per batch '
+                'are pulled on the main thread until the loader turns out slow (a median of 0.5 ms or more per batch '
                 'over 4 consecutive pulls), and only then does the producer thread start, since a thread that '
                 'prepares cheap batches ahead competes with the step for the same cores. Read when a '
                 '`DataExecutor` run starts, on every backend; any other value is a `ValueError`. See '

@@ -29,8 +29,9 @@ A `DataExecutor` run takes its global batches from `HostPipeline.next_batch(k)`:
   costs the step time (≈ 50 µs per step of a small model on 2 cores, measured: the
   producer wakes and takes the GIL while the step runs). So the main thread pulls the
   batches itself, timing each pull, and starts the producers (P = 2) only once the loader
-  is slow: a mean of `SLOW_LOADER_S` or more over `SLOW_WINDOW` consecutive pulls (each
-  worker's first pull, which starts its loader, not counted). From then on the run is
+  is slow: a median of `SLOW_LOADER_S` or more over `SLOW_WINDOW` consecutive pulls (each
+  worker's first pull, which starts its loader, not counted; a median, so that one pull
+  held up by another process on a loaded machine does not make a fast loader slow). From then on the run is
   prefetched as above; the batches and their order are the same either way.
 * **Errors.** An exception raised by a worker's loader (or by `stage`) travels through
   the queue in place of the batch it was producing and is raised again, the same
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import statistics
 import sys
 import threading
 import time
@@ -63,7 +65,7 @@ log = logging.getLogger("cstorch")
 
 _JOIN_TIMEOUT_S = 10.0
 
-#: start when slow: the mean seconds per pull, over `SLOW_WINDOW` consecutive pulls, at
+#: start when slow: the median seconds per pull, over `SLOW_WINDOW` consecutive pulls, at
 #: which the producer threads start (ten times what a thread handoff costs a step)
 SLOW_LOADER_S = 0.5e-3
 SLOW_WINDOW = 4
@@ -326,15 +328,14 @@ class HostPipeline:
 
     def _pull(self, w: int, k: int):
         """Batch `k` pulled on the main thread; starting when slow, the producers start
-        once the loader's mean pull time reaches `SLOW_LOADER_S` (module docstring)."""
+        once the loader's median pull time reaches `SLOW_LOADER_S` (module docstring)."""
         stream = self._streams[w]
         batch = next(stream)
         if self._threads and k >= self._num_workers:  # a worker's first pull starts its loader: not counted
             recent = self._recent
             recent.append(stream.last_pull_s)
-            if len(recent) == SLOW_WINDOW and sum(recent) >= SLOW_WINDOW * SLOW_LOADER_S:
-                log.debug("the loader takes %.2f ms per batch: starting the input producer threads",
-                          sum(recent) / SLOW_WINDOW * 1e3)
+            if len(recent) == SLOW_WINDOW and (median := statistics.median(recent)) >= SLOW_LOADER_S:
+                log.debug("the loader takes %.2f ms per batch: starting the input producer threads", median * 1e3)
                 self._inline = False
                 for t in self._threads:
                     t.start()
