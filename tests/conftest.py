@@ -7,7 +7,23 @@ import pytest
 # another test) would change what they measure. tests/test_compile_cache.py turns it on.
 os.environ["CSTORCH_CACHE"] = "0"
 
+import scheduling  # noqa: E402
 from cstorch._backend import _reset_backend  # noqa: E402
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    scheduling.configure(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):  # pytest-xdist's
+    scheduling.configure_node(node)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist adds the group to each test id
+def pytest_collection_modifyitems(config, items):
+    scheduling.arrange(config, items)
 
 
 @pytest.fixture(autouse=True)
