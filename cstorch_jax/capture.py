@@ -176,9 +176,17 @@ def _value_digest(t: torch.Tensor) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: ops that only check tensor values and raise on the host (eager torch raises from
+#: `_linalg_check_errors` when a LAPACK `info` is nonzero: a singular or indefinite input). A
+#: compiled step cannot raise, so the capture leaves them out and the outputs keep the
+#: inf/nan XLA computes for such inputs (the `*_ex` variants return `info` to read).
+_HOST_CHECKS = (aten._linalg_check_errors.default,)
+
+
 class _NoHostReads(TorchDispatchMode):
-    """Raises on the one op that reads a tensor's value into Python; records every op in
-    `signature` when one is given."""
+    """Raises on the one op that reads a tensor's value into Python and leaves out the ops
+    that only check values (`_HOST_CHECKS`); records every op in `signature` when one is
+    given."""
 
     def __init__(self, signature: OpSignature | None = None):
         super().__init__()
@@ -187,7 +195,7 @@ class _NoHostReads(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is aten._local_scalar_dense.default:
             raise MaterializationError(_READ_HINT)
-        out = func(*args, **(kwargs or {}))
+        out = None if func in _HOST_CHECKS else func(*args, **(kwargs or {}))
         if self.signature is not None:
             self.signature.record(func, args, kwargs or {}, out)
         return out

@@ -105,7 +105,7 @@ DIRECT = [
 ]
 
 
-# scalar overloads and view copies that no OpInfo sample reaches
+# scalar overloads, and view copies that neither the capture (it keeps views) nor an OpInfo sample reaches
 _POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
                 "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
                 "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
@@ -126,6 +126,10 @@ DIRECT += [
     Direct("diagonal_copy", aten.diagonal_copy.default, lambda: (torch.randn(3, 4, 5), 1, 2, 0)),
     Direct("unfold_copy", aten.unfold_copy.default, lambda: (torch.randn(3, 7), 1, 3, 2)),
     Direct("as_strided", aten.as_strided.default, lambda: (torch.randn(12), [3, 2], [2, 3], 1)),
+    Direct("detach_copy", aten.detach_copy.default, lambda: (torch.randn(3, 4),)),
+    Direct("view_as_complex_copy", aten.view_as_complex_copy.default, lambda: (torch.randn(3, 4, 2),)),
+    Direct("view_as_real_copy", aten.view_as_real_copy.default, lambda: (torch.randn(3, 4, dtype=torch.complex64),)),
+    Direct("conj_copy", aten._conj_copy.default, lambda: (torch.randn(3, 4, dtype=torch.complex64),)),
     Direct("matrix_exp", aten.linalg_matrix_exp.default, lambda: (torch.randn(2, 3, 3) * 0.3,)),
     Direct("batch_norm_no_update", aten._batch_norm_no_update.default,
            lambda: (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5, 0.1, 1e-5)),
