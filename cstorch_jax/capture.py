@@ -352,6 +352,30 @@ def _require_static_shapes(gm: torch.fx.GraphModule) -> None:
                 raise CaptureError(f"{_DYNAMIC_SHAPE_HINT} (ATen op {node.target}, shape {tuple(v.shape)})")
 
 
+def _view_copy(target):
+    """The `*_copy` overload of an ATen view op (`aten.view.default` ->
+    `aten.view_copy.default`), or None for an op that is not a view."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or target.namespace != "aten" or schema.is_mutable:
+        return None
+    if not any(r.alias_info is not None for r in schema.returns):
+        return None
+    packet = getattr(aten, f"{target.__name__.split('.')[0]}_copy", None)
+    overload = target._overloadname
+    return getattr(packet, overload) if packet is not None and overload in packet.overloads() else None
+
+
+def _views_as_copies(gm: torch.fx.GraphModule) -> None:
+    """Every view op of the graph becomes its `*_copy` op: the graph is functional, so
+    no value is shared, and a rewrite that changes a tensor's layout (the channels-last
+    pass) leaves the graph valid torch as well as valid jax."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            copy = _view_copy(node.target)
+            if copy is not None:
+                node.target = copy
+
+
 def _is_mutating(target) -> bool:
     schema = getattr(target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
@@ -486,6 +510,7 @@ def finish_capture(trace: StepTrace) -> CapturedGraph:
         return trace.captured
     gm, n_state = trace.module, trace.n_state
     mutated = _clean(gm, n_state)
+    _views_as_copies(gm)
     _require_static_shapes(gm)
     state_nodes = [n for n in gm.graph.nodes if n.op == "placeholder"][:n_state]
     unused = tuple(i for i, n in enumerate(state_nodes) if not n.users and i not in mutated)

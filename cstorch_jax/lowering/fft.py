@@ -82,18 +82,18 @@ def fft_c2c(x, dim, normalization, forward):
 # ---- complex views (functionalized to copies) -----------------------------------------
 
 
-@register(aten._conj_copy.default, aten._conj.default)
+@register(aten._conj_copy.default)
 def conj_copy(x):
     return jnp.conj(x)
 
 
-@register(aten.view_as_real_copy.default, aten.view_as_real.default)
+@register(aten.view_as_real_copy.default)
 def view_as_real_copy(x):
     """complex [..., n] -> real [..., n, 2] holding (real, imaginary)."""
     return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
 
 
-@register(aten.view_as_complex_copy.default, aten.view_as_complex.default)
+@register(aten.view_as_complex_copy.default)
 def view_as_complex_copy(x):
     """real [..., 2] -> complex [...]."""
     return jax.lax.complex(x[..., 0], x[..., 1])

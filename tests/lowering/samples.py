@@ -175,26 +175,19 @@ sample("views", lambda x: (x.view(4, 6), x.reshape(-1), x.permute(2, 0, 1), x.tr
                            x[:1].squeeze(0), x[:1].squeeze(1), x.flatten(1), x[:, :1].expand(5, 2, 3, 4),
                            x.unsqueeze(1).expand(-1, 2, -1, -1), x.contiguous(), x.detach()),
        lambda: (R(2, 3, 4),),
-       [aten.view.default, aten.permute.default, aten.unsqueeze.default, aten.squeeze.dims, aten.expand.default,
-        aten.alias.default], grad=True)
-sample("reshape_of_a_transpose", lambda x: (x.mT.reshape(4, 6) * 2, x.permute(1, 2, 0).reshape(-1)),
-       lambda: (R(2, 3, 4),), [aten.clone.default, aten.view.default, aten.permute.default], grad=True)
-# the capture keeps views as views; the *_copy ops reach a graph where the step calls them
-sample("view_copies", lambda x: (torch.view_copy(torch.permute_copy(x, (0, 2, 1)), (4, 6)) * 2,
-                                 torch.select_copy(x, 1, -1), torch.slice_copy(x, 2, 1, 3), torch.split_copy(x, 2, 2),
-                                 torch.unbind_copy(x, 1)),
-       lambda: (R(2, 3, 4),),
-       [aten.view_copy.default, aten.permute_copy.default, aten.select_copy.int, aten.slice_copy.Tensor,
-        aten.split_copy.Tensor, aten.unbind_copy.int], grad=True)
+       [aten.view_copy.default, aten.permute_copy.default, aten.unsqueeze_copy.default, aten.squeeze_copy.dims,
+        aten.expand_copy.default, aten.alias_copy.default], grad=True)
+sample("view_copies", lambda x: (x.mT.reshape(4, 6) * 2, x.permute(1, 2, 0).reshape(-1)),
+       lambda: (R(2, 3, 4),), [aten.view_copy.default, aten.permute_copy.default], grad=True)
 sample("cat_split", lambda x, y: (torch.cat([x, y.t()], 0), torch.cat([x, torch.tensor([])]), torch.stack([x, x], 1),
                                   x.split(2, 1), x.split([1, 3], 1), x.chunk(2, 0), x.unbind(1), y.tensor_split(3, 0)),
        lambda: (R(3, 4), R(4, 2)),
-       [aten.cat.default, aten.split_with_sizes.default, aten.select.int], grad=True)
+       [aten.cat.default, aten.split_with_sizes_copy.default], grad=True)
 sample("slice_select", lambda x: (x[-10:100], x[1:-1], x[::2], x[5:2], x[:, -3:], x[:, 1:100:3], x[-1], x[:, -2],
                                   x.narrow(1, 1, 2), x[-3:-1, ::3], x[2:-100], x[..., 1]),
-       lambda: (R(5, 4),), [aten.slice.Tensor, aten.select.int], grad=True)
+       lambda: (R(5, 4),), [aten.slice_copy.Tensor, aten.select_copy.int], grad=True)
 sample("slice_select_int", lambda a: (a[-10:100:2], a[1:-1], a[-1], a[4:]),
-       lambda: (torch.arange(20).reshape(5, 4),), [aten.slice.Tensor, aten.select.int])
+       lambda: (torch.arange(20).reshape(5, 4),), [aten.slice_copy.Tensor, aten.select_copy.int])
 
 
 def _setitem(x, v, w):
@@ -208,7 +201,7 @@ def _setitem(x, v, w):
 
 
 sample("setitem", _setitem, lambda: (R(5, 4), R(5), R(2, 1)),
-       [aten.slice_scatter.default, aten.copy.default, aten.slice.Tensor], grad=True)
+       [aten.slice_scatter.default, aten.copy.default, aten.slice_copy.Tensor], grad=True)
 sample("flip_roll_repeat", lambda x: (x.flip(0, -1), x.flip(1), x.roll(1), x.roll((1, -1), (0, 1)), x.repeat(2, 1, 3),
                                       x.tile(2)),
        lambda: (R(3, 4),), [aten.flip.default, aten.repeat.default], grad=True)

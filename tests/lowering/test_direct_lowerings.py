@@ -105,7 +105,7 @@ DIRECT = [
 ]
 
 
-# scalar overloads, and view copies that neither the capture (it keeps views) nor an OpInfo sample reaches
+# scalar overloads and view copies that no OpInfo sample reaches
 _POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
                 "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
                 "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
@@ -126,10 +126,16 @@ DIRECT += [
     Direct("diagonal_copy", aten.diagonal_copy.default, lambda: (torch.randn(3, 4, 5), 1, 2, 0)),
     Direct("unfold_copy", aten.unfold_copy.default, lambda: (torch.randn(3, 7), 1, 3, 2)),
     Direct("as_strided", aten.as_strided.default, lambda: (torch.randn(12), [3, 2], [2, 3], 1)),
+    # view ops: the capture makes every view its *_copy op (the graph passes insert views)
+    Direct("view", aten.view.default, lambda: (torch.randn(3, 4), [2, -1])),
+    Direct("permute", aten.permute.default, lambda: (torch.randn(2, 3, 4), [2, 0, 1])),
+    Direct("unsqueeze", aten.unsqueeze.default, lambda: (torch.randn(3, 4), -1)),
+    Direct("squeeze_dims", aten.squeeze.dims, lambda: (torch.randn(3, 1, 4, 1), [1, -1])),
+    Direct("expand", aten.expand.default, lambda: (torch.randn(3, 1), [2, 3, 4])),
+    Direct("clone", aten.clone.default, lambda: (torch.randn(3, 4),)),
     Direct("detach_copy", aten.detach_copy.default, lambda: (torch.randn(3, 4),)),
-    Direct("view_as_complex_copy", aten.view_as_complex_copy.default, lambda: (torch.randn(3, 4, 2),)),
-    Direct("view_as_real_copy", aten.view_as_real_copy.default, lambda: (torch.randn(3, 4, dtype=torch.complex64),)),
-    Direct("conj_copy", aten._conj_copy.default, lambda: (torch.randn(3, 4, dtype=torch.complex64),)),
+    Direct("split_copy", aten.split_copy.Tensor, lambda: (torch.randn(5, 4), 2)),
+    Direct("unbind_copy", aten.unbind_copy.int, lambda: (torch.randn(3, 4), 1)),
     Direct("matrix_exp", aten.linalg_matrix_exp.default, lambda: (torch.randn(2, 3, 3) * 0.3,)),
     Direct("batch_norm_no_update", aten._batch_norm_no_update.default,
            lambda: (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5, 0.1, 1e-5)),
