@@ -381,6 +381,10 @@ def _non_negative_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
 def _prefetch_setting(v) -> bool:
     return v == "auto" or _non_negative_int(v)
 
@@ -439,6 +443,16 @@ csx = FlagGroup("cstorch.backends.csx", groups={
                 'prepares cheap batches ahead competes with the step for the same cores. Read when a '
                 '`DataExecutor` run starts, on every backend; any other value is a `ValueError`. See '
                 '`cstorch.utils.data.streamer`.'),
+        "steps_per_launch": _Flag(
+            int, 1, _own(_positive_int, "an integer >= 1"), effect=OWN,
+            doc="How many calls of a compiled CSX step launch together as one executable (a `lax.scan` of the "
+                "step over their batches, compiled once per count): the run collects the calls and launches them "
+                "when that many wait, at a checkpoint step, at the last step, and whenever the host needs a "
+                "value or the state first (a read of an output, a host edit, a checkpoint closure, the end of the "
+                "run). Every step computes what it computes launched alone, bit for bit; step closures receive "
+                "their values once their launch has run. 1 launches every call at once. Read when a "
+                "`DataExecutor` run starts (`DataExecutor(steps_per_launch=...)` sets it for one run); on a "
+                "multi-device mesh every step launches alone."),
         "progress": _Flag(
             Any, "auto", _own(_progress_mode, 'True, False or "auto" (a bar only when stderr is a terminal)'),
             effect=OWN,

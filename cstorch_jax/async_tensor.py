@@ -4,6 +4,9 @@ A compiled step returns at once; its outputs are DeferredTensors holding the dev
 arrays. Shape and dtype are known immediately; the first use waits for the value,
 converts it once and keeps it.
 
+Calls launched together (a window of steps) give `WindowTensor`s, rows of their window's
+stacked outputs (`LaunchValues`); reading one before the window was launched launches it.
+
 A one-element value read as a Python number (`float(loss)`, `loss.item()`, `int`,
 `bool`: a training loop's read of its loss, every step) comes straight from the device
 array, with no torch tensor made and no torch op run; the number is the one the torch
@@ -42,6 +45,80 @@ class DeferredTensor(LazyTensor):
         array = self._array
         if self._value is None and array is not None and array.size == 1 and not self.dtype.is_complex:
             return np.asarray(array).item()  # waits for the device (module docstring)
+        return None
+
+
+class LaunchValues:
+    """The outputs of calls of a compiled step that launch together (a window of steps,
+    `cstorch_jax.window`), before and after the launch.
+
+    Until `set` is called the values do not exist: reading one calls `launch` (which must
+    launch the calls and `set` their outputs). After it, output `index` of the window's
+    `row`-th call is row `row` of the output's stacked device array; the whole array is
+    fetched to the host once, at the first read of any of its rows."""
+
+    def __init__(self, launch):
+        self._launch = launch
+        self._stacked = None  # per output: the device array of the calls' values
+        self._rows = True  # whether those arrays have a first axis over the calls (else: one call)
+        self._host: dict[int, np.ndarray] = {}
+
+    @property
+    def launched(self) -> bool:
+        return self._stacked is not None
+
+    def set(self, arrays, stacked: bool = True) -> None:
+        """The launched calls' outputs: per output, one array whose first axis runs over
+        the calls (`stacked`), or the one call's values."""
+        self._stacked = list(arrays)
+        self._rows = stacked
+        self._launch = None
+
+    def array(self, index: int):
+        if self._stacked is None:
+            self._launch()
+            if self._stacked is None:
+                raise MaterializationError("the launch of these steps did not complete, so their values do not exist")
+        return self._stacked[index]
+
+    def row(self, index: int, row: int) -> np.ndarray:
+        """Output `index` of the `row`-th call, on the host (the output's array of every call
+        is fetched once)."""
+        found = self._host.get(index)
+        if found is None:
+            found = self._host[index] = np.asarray(self.array(index))
+        return found[row] if self._rows else found
+
+
+class WindowTensor(LazyTensor):
+    """Output `index` of the `row`-th call of a window of steps (`LaunchValues`): a
+    deferred value whose computation may not have been launched yet; reading it launches
+    the window first."""
+
+    @staticmethod
+    def __new__(cls, values: LaunchValues, row: int, index: int, shape, dtype: torch.dtype):
+        t = LazyTensor.__new__(cls, shape, dtype)
+        t._values, t._row, t._index = values, row, index
+        return t
+
+    def __init__(self, values: LaunchValues, row: int, index: int, shape, dtype: torch.dtype):
+        pass
+
+    def is_ready(self) -> bool:
+        if self._value is not None:
+            return True
+        values = self._values
+        return values.launched and values.array(self._index).is_ready()
+
+    def _fetch(self) -> torch.Tensor:
+        value = to_torch(self._values.row(self._index, self._row), self.dtype)
+        self._values = None
+        return value
+
+    def _number(self):
+        values = self._values
+        if self._value is None and values is not None and not self.dtype.is_complex and self.numel() == 1:
+            return values.row(self._index, self._row).item()  # launches the window if it has not been
         return None
 
 

@@ -255,15 +255,19 @@ class StateWatch:
                                 if obj.state_kind not in ("model", "optimizer")]
 
     # -- per step -----------------------------------------------------------------------
-    def check(self, device_state, written: list) -> None:
+    def check(self, device_state, written: list, before_edit=lambda: None) -> None:
         """Before a step: raise StaticGraphError for an edit that changes the graph; make
         the other edits reach the device at the next upload (`written`: the state tensors
         the host guard saw written since the last step; the device state re-uploads a
-        tensor whose `_version` moved by itself)."""
+        tensor whose `_version` moved by itself). `before_edit()` is called before an
+        edit changes what the device state holds (the run launches the steps called
+        before the edit)."""
         if written:
+            before_edit()
             device_state.forget(written)
         if self._moved():
             self._check_frozen()  # a graph constant changed: StaticGraphError
+            before_edit()
             self._rebind(device_state)  # an object replaced, a value assigned: collected again
         if list(map(_requires_grad, self.model_tensors)) != self.model_requires_grad:
             for i in self.model_positions:
@@ -276,6 +280,7 @@ class StateWatch:
                     )
         ptrs = list(map(_data_ptr, self.model_tensors))
         if ptrs != self.data_ptrs:  # `t.data = other`: new values without a version change
+            before_edit()
             device_state.forget([t for t, old, new in zip(self.model_tensors, self.data_ptrs, ptrs) if old != new])
             self._snapshot()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from cstorch_jax import DeferredTensor, Executable, StaticGraphError, TensorSpec, UncomputedTensor
+from cstorch_jax import DeferredTensor, Executable, StaticGraphError, StepsExecutable, TensorSpec, UncomputedTensor
 from cstorch_jax.call_signature import TENSOR, CallSignature, OutputLayout
 
 from ..state import StepState
@@ -61,6 +61,19 @@ class StepProgram:
                  and all(type(a) is _Tensor for a in call.args))
         self._positional = len(call.args) if plain else None
         self._batch_specs = [(s.shape, s.dtype) for s in captured.batch_specs]
+        self._steps: dict[int, StepsExecutable] = {}
+
+    @property
+    def launches_many(self) -> bool:
+        """Whether several calls can launch as one executable (`steps`): on one device."""
+        return self.executable.placement.state_sharding() is None
+
+    def steps(self, k: int) -> StepsExecutable:
+        """The executable of `k` calls launched together (compiled on first use)."""
+        found = self._steps.get(k)
+        if found is None:
+            found = self._steps[k] = StepsExecutable(self.executable, k)
+        return found
 
     @property
     def mutated_tensors(self) -> list[torch.Tensor]:
@@ -119,9 +132,13 @@ class StepProgram:
     def outputs(self, arrays) -> tuple[Any, list]:
         """(the user's result with deferred tensors in place of its tensors, the deferred
         values the recorded closures receive)."""
-        deferred = [DeferredTensor(a, d) for a, d in zip(arrays, self.output_dtypes)]
+        return self.split([DeferredTensor(a, d) for a, d in zip(arrays, self.output_dtypes)])
+
+    def split(self, tensors: list) -> tuple[Any, list]:
+        """(the user's result made of the first of the executable's output tensors, the
+        values the recorded closures receive)."""
         n = self.n_user_outputs
-        return self.out_layout.rebuild(deferred[:n]), deferred[n:]
+        return self.out_layout.rebuild(tensors[:n]), tensors[n:]
 
     def uncomputed_outputs(self, reason: str) -> Any:
         """The result of a compiled step that did not run: shapes and dtypes, no values."""

@@ -45,6 +45,7 @@ from .host_edits import SyncOnTouch
 from .interrupts import RunInterrupts
 from .program import StepProgram
 from .staging import StagedBatches
+from .window import StepWindow
 
 log = logging.getLogger("cstorch")
 
@@ -62,6 +63,8 @@ class Run:
         self.closure_iteration: Optional[int] = None
         self._device_state: Optional[DeviceState] = None
         self.staged = StagedBatches(lambda: self.placement)
+        #: CSX calls waiting to launch together (window.py); `dispatch` decides when they launch
+        self.window = StepWindow(self)
         #: between CSX steps: host code touching state the last step changed syncs it first
         self.host_guard = SyncOnTouch(self)
         #: Ctrl-C and SIGTERM while a run is going (interrupts.py)
@@ -100,8 +103,10 @@ class Run:
         k = executor.iteration
         if not self.backend.is_csx or executor.on_final_iteration or any(p.checkpoint for p in self.pending):
             self._run(lambda p: True)
-        else:
-            self._run(lambda p: p.step is None or p.step < k)
+        else:  # the closures of the steps before k whose launch has started
+            waiting = self.window.first_iteration
+            done = k if waiting is None else min(k, waiting)
+            self._run(lambda p: p.step is None or p.step < done)
 
     def end(self, executor, failed: bool) -> None:
         if sys.is_finalizing():  # an unfinished executor collected at interpreter exit
@@ -111,7 +116,7 @@ class Run:
                 self.pending.clear()
             else:
                 self._run(lambda p: True)
-        finally:
+        finally:  # the steps called before the run ended (or failed) complete: syncing launches them
             self.host_guard.clear()
             if self._device_state is not None:
                 self.sync_state_to_host()
@@ -135,22 +140,39 @@ class Run:
 
     def dispatch(self, program: StepProgram, args: tuple, kwargs: dict) -> Any:
         """Run one step of a compiled CSX program on these arguments (module docstring);
-        returns at once, its tensors deferred."""
+        returns at once, its tensors deferred. With several steps per launch
+        (`launch_size`), the call joins the window and launches with it."""
         batch = program.batch_of(args, kwargs)
+        window = self.window
+        if window and window.program is not program:
+            window.launch()  # another step's calls first: they may share state with this one
         ds = self.device_state
         guard = self.host_guard
-        program.watch.check(ds, guard.take_written())  # host edits since the last step
-        arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
+        program.watch.check(ds, guard.take_written(), window.launch)  # host edits since the last step
         batch_arrays = self._batch_arrays(batch, program.executable.batch_names)
-        n_mut = program.n_mutated
-        with self.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
-            new_mut, outs, ds.rng_key = program.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays, ds.rng_key)
-            ds.update(program.mutated_tensors, new_mut)
+        size = self.launch_size(program)
+        if size == 1 and not window:  # one step per launch: the step's own executable, at once
+            arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
+            n_mut = program.n_mutated
+            with self.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
+                new_mut, outs, ds.rng_key = program.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays,
+                                                               ds.rng_key)
+                ds.update(program.mutated_tensors, new_mut)
+            result, closure_values = program.outputs(outs)
+        else:
+            ex = self.executor
+            result, closure_values = program.split(window.add(program, batch_arrays, ex.iteration))
+            if len(window) >= size or ex.is_checkpoint_step or ex.on_final_iteration:
+                window.launch()  # the host needs the state after this step, or the window is full
         guard.arm(program.watch)  # host code touching this state syncs it first
-        result, closure_values = program.outputs(outs)
         if program.recorder.records:
             program.recorder.replay(self, closure_values)
         return result
+
+    def launch_size(self, program: StepProgram) -> int:
+        """How many calls of `program` launch together: the executor's `steps_per_launch`
+        on one device, 1 on a mesh (each step launches alone)."""
+        return self.executor.steps_per_launch if program.launches_many else 1
 
     def _batch_arrays(self, batch: list, names: list) -> list:
         """The batch as the compiled step takes it (`Placement.batch_arrays`): the copies
@@ -165,7 +187,9 @@ class Run:
 
     def sync_state_to_host(self, tensors=None) -> None:
         """Bring the torch tensors (all, or only `tensors`) up to the device's latest
-        values (waits for the device). This is a read: no host edit for the next step."""
+        values (launches the waiting steps and waits for the device). This is a read: no
+        host edit for the next step."""
+        self.window.launch()
         if tensors is None:
             self.host_guard.host_synced()
         if self._device_state is not None:
@@ -179,6 +203,7 @@ class Run:
         ds = self._device_state
         if ds is None:
             return [None] * len(tensors)
+        self.window.launch()
         arrays = ds.device_arrays(tensors)
         on_device = {id(a) for a in arrays if a is not None}
         ds.sync_to_host([t for t, a in zip(ds.tensors, ds.device_arrays(ds.tensors)) if id(a) not in on_device])
@@ -186,6 +211,7 @@ class Run:
 
     def forget_device_copies(self, tensors) -> None:
         """Between steps of a run: make the next step upload these tensors' host values."""
+        self.window.launch()  # the steps called before the host wrote them run on the old values
         if self._device_state is not None:
             self._device_state.forget(tensors)
 
@@ -196,6 +222,7 @@ class Run:
             self.staged.stage(batch)
 
     def abandon(self) -> None:
+        self.window.drop()
         self.host_guard.clear()
         self.staged.clear()
         self.pending.clear()

@@ -98,7 +98,7 @@ class DataExecutor:
 
     def __init__(self, dataloader: DataLoader, num_steps: Optional[int] = None,
                  checkpoint_steps: Union[int, Schedule, None] = None, activation_steps: Optional[int] = None,
-                 profiler_activities=None):
+                 profiler_activities=None, steps_per_launch: Optional[int] = None):
         if not isinstance(dataloader, DataLoader):
             raise TypeError(
                 "Detected that dataloader was not wrapped using a cstorch.utils.data.DataLoader: wrap it as "
@@ -106,6 +106,13 @@ class DataExecutor:
             )
         self.dataloader = dataloader
         self.backend = _backend.current_backend_impl()
+        if steps_per_launch is not None and not (isinstance(steps_per_launch, int) and not isinstance(
+                steps_per_launch, bool) and steps_per_launch >= 1):
+            raise ValueError(f"steps_per_launch must be an integer >= 1 (or None: the backend flag "
+                             f"cstorch.backends.csx.performance.steps_per_launch), got {steps_per_launch!r}.")
+        self._steps_per_launch = steps_per_launch
+        #: how many calls of a compiled CSX step launch together in this run (set when it starts)
+        self.steps_per_launch = 1
         self.num_steps = self._resolve_num_steps(dataloader, num_steps)
         num_steps = self.num_steps
 
@@ -247,6 +254,7 @@ class DataExecutor:
     def _run(self):
         run = self.backend.run
         perf = backends.csx.performance
+        self.steps_per_launch = self._steps_per_launch or perf.steps_per_launch
         self.iteration = -1
         self._number_run()
         Path(self.backend.artifact_dir).mkdir(parents=True, exist_ok=True)

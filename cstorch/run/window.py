@@ -1,0 +1,77 @@
+"""`StepWindow`: the calls of a compiled CSX step that the run launches together.
+
+The real system runs the training loop on the device: the host streams batches and
+receives what the step closures asked for. The run does the same with windows: it adds
+each call of a compiled step (its batch arrays) to the window and hands back the call's
+outputs at once, as `WindowTensor`s; the window launches its calls as one executable (K
+steps: a `lax.scan` of the step, `cstorch_jax.StepsExecutable`, compiled once per K; one
+step: the step's own executable) when the run says so (`Run.dispatch`: the window is full,
+or the executor reached a step after which the host needs the state), and whenever the
+host needs something the window would compute: a read of an output (`float(loss)`,
+`.item()`, a step closure's values), the state (the host guard, a checkpoint, the end of
+the run), an edit of the state, a call of another compiled step.
+
+Each call computes what it computes launched alone, bit for bit: the same program, the
+same state carried from call to call, the same RNG key split per step.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from cstorch_jax import LaunchValues, WindowTensor
+
+
+class StepWindow:
+    """The calls of one compiled step waiting for their launch (module docstring)."""
+
+    def __init__(self, run):
+        self.run = run
+        self.program = None
+        self.batches: list[list] = []
+        self.iterations: list[Optional[int]] = []  # the executor iteration of each call
+        self.values: Optional[LaunchValues] = None
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    @property
+    def first_iteration(self) -> Optional[int]:
+        """The executor iteration of the first call waiting for its launch (None: no call waits)."""
+        return self.iterations[0] if self.iterations else None
+
+    def add(self, program, batch_arrays: list, iteration: Optional[int]) -> list[WindowTensor]:
+        """Add a call of `program` with these batch arrays; its outputs, to be computed."""
+        if self.batches and program is not self.program:
+            self.launch()
+        if not self.batches:
+            self.program = program
+            self.values = LaunchValues(self.launch)
+        row = len(self.batches)
+        self.batches.append(batch_arrays)
+        self.iterations.append(iteration)
+        return [WindowTensor(self.values, row, i, s.shape, s.dtype)
+                for i, s in enumerate(program.executable.captured.output_specs)]
+
+    def launch(self) -> None:
+        """Run the waiting calls, as one launch; their outputs are computed from then on.
+        Nothing is launched twice: the window is empty when the launch starts."""
+        if not self.batches:
+            return
+        program, batches, values = self.program, self.batches, self.values
+        self.program, self.batches, self.iterations, self.values = None, [], [], None
+        run = self.run
+        ds = run.device_state
+        arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
+        n_mut = program.n_mutated
+        with run.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
+            if len(batches) == 1:
+                new_mut, outs, ds.rng_key = program.executable(arrays[:n_mut], arrays[n_mut:], batches[0], ds.rng_key)
+            else:
+                new_mut, outs, ds.rng_key = program.steps(len(batches))(arrays[:n_mut], arrays[n_mut:], batches,
+                                                                         ds.rng_key)
+            ds.update(program.mutated_tensors, new_mut)
+        values.set(outs, stacked=len(batches) > 1)
+
+    def drop(self) -> None:
+        """Forget the waiting calls (a run abandoned)."""
+        self.program, self.batches, self.iterations, self.values = None, [], [], None
