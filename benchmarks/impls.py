@@ -270,6 +270,63 @@ class JaxJitPipelined(JaxJit):
         return [float(loss) for loss in self.pending]
 
 
+class JaxScanPipelined(JaxJit):
+    """As `JaxJitPipelined`, but K steps run as one call: a `lax.scan` of the hand-written
+    step over K batches stacked on the host, the parameters and optimizer state carried
+    (donated), the K losses stacked; a block's last steps, fewer than K, run the one-step
+    program. K is cstorch's `steps_per_launch`, so the two launch alike."""
+    key = "jax.scan pipelined"
+    pipelined = True
+
+    def setup(self, total_steps):
+        super().setup(total_steps)
+        self.k = cstorch.backends.csx.performance.steps_per_launch
+        names = [n for n, _ in self.model.named_parameters()]
+        tx = self.wl.optimizer.optax()
+        jax_loss = self.wl.jax_loss
+
+        def steps(params, opt_state, batches):
+            def body(carry, batch):
+                params, opt_state = carry
+                loss, grads = jax.value_and_grad(lambda ps: jax_loss(dict(zip(names, ps)), *batch))(params)
+                updates, opt_state = tx.update(grads, opt_state, params)
+                return (optax.apply_updates(params, updates), opt_state), loss
+
+            (params, opt_state), losses = jax.lax.scan(body, (params, opt_state), batches)
+            return params, opt_state, losses
+
+        stacked = self._stacked(self.np_batches[:1] * self.k)
+        t0 = time.perf_counter()
+        lowered = jax.jit(steps, donate_argnums=(0, 1)).trace(self.params, self.opt_state, stacked).lower()
+        self.compiled_k = lowered.compile(compiler_options=compiler_options(jax.devices()[0].platform))
+        self.compile_s += time.perf_counter() - t0
+
+    @staticmethod
+    def _stacked(batches):
+        return tuple(np.stack(parts) for parts in zip(*batches))
+
+    def begin(self, n):
+        self.pending, self.waiting = [], []
+
+    def step(self):
+        self.waiting.append(self.np_batches[self.i % len(self.np_batches)])
+        self.i += 1
+        if len(self.waiting) == self.k:
+            self.params, self.opt_state, losses = self.compiled_k(self.params, self.opt_state,
+                                                                  self._stacked(self.waiting))
+            self.pending.append(losses)
+            self.waiting = []
+
+    def end(self):
+        for batch in self.waiting:  # the block's tail: one step per call
+            self.params, self.opt_state, loss = self.compiled(self.params, self.opt_state, batch)
+            self.pending.append(loss[None])
+        self.waiting = []
+
+    def take_losses(self):
+        return [float(v) for losses in self.pending for v in np.asarray(losses)]
+
+
 # --------------------------------------------------------------------------------------
 # Measurements around the steps: the matmul peak and other processes' CPU use.
 # --------------------------------------------------------------------------------------

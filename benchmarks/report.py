@@ -16,6 +16,7 @@ import numpy as np
 import optax
 import torch
 
+import cstorch
 from cstorch_jax.xla_options import compiler_options
 
 from .sections import kept_sections
@@ -25,10 +26,11 @@ if TYPE_CHECKING:
     from .impls import Impl
     from .suite import WorkloadResult
 
-IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit", "cstorch pipelined", "jax.jit pipelined")
+IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit", "cstorch pipelined", "jax.jit pipelined",
+         "jax.scan pipelined")
 LABELS = {"eager": "eager torch", "torch.compile": "torch.compile (inductor)", "cstorch": "cstorch CSX",
           "jax.jit": "hand-written jax.jit", "cstorch pipelined": "cstorch CSX, pipelined",
-          "jax.jit pipelined": "jax.jit, pipelined"}
+          "jax.jit pipelined": "jax.jit, pipelined", "jax.scan pipelined": "lax.scan of K steps, pipelined"}
 
 
 def _stats(impl: Impl):
@@ -119,7 +121,7 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
              f"- **Method:** same initial weights and batches (step i uses batch i mod {N_BATCHES}) for every "
              "implementation; each implementation runs its warm-up steps (the first trace and compile), then "
              "timed rounds alternate between the implementations (order rotated every round); every step ends "
-             "with its loss on the host, except in the two pipelined rows, where the loss is read in a step "
+             "with its loss on the host, except in the pipelined rows, where the loss is read in a step "
              "closure (cstorch) or at the end of the block (jax) and a block's time from its start to its last "
              "loss on the host counts as its mean per step. All run in one process, under the memory policy cstorch sets when "
              "the CSX backend is created (`cstorch_jax/memory_policy.py`: glibc keeps freed memory), eager torch included. "
@@ -134,10 +136,14 @@ def write_markdown(path: Path, plot_path: Path | None, results, peak: dict, args
              "and of `opt.step` (default inductor); cstorch CSX (`@cstorch.trace` step, cstorch optimizer, "
              "one `DataExecutor` run per block of steps (the step compiled once; no other implementation's "
              "torch ops run inside a cstorch run, where its host-edit guard would see them), `float(loss)`, "
-             "timed from `next(executor)`; compiled with cstorch's XLA options, "
+             "timed from `next(executor)`; pipelined, its calls launch "
+             f"{cstorch.backends.csx.performance.steps_per_launch} at a time (`steps_per_launch`, the default; "
+             "synced, each read of the loss launches its step); compiled with cstorch's XLA options, "
              f"`{_xla_options_text()}`); hand-written jax.numpy model + optax in one `jax.jit` step with donation "
              "(GPT with 2-D matmuls, `benchmarks/jax_models.py`; the same XLA options and process memory "
-             "policy as cstorch, no BLAS routing).", ""]
+             "policy as cstorch, no BLAS routing); the same step as one `lax.scan` of K = "
+             f"{cstorch.backends.csx.performance.steps_per_launch} steps over K batches stacked on the host "
+             "(`jax.scan pipelined`; a block's last steps, fewer than K, one at a time).", ""]
     if plot_path is not None:
         rel = os.path.relpath(plot_path, path.parent)
         lines += [f"![median ms/step relative to eager]({rel})", ""]
@@ -241,7 +247,7 @@ def write_plot(path: Path, results, peak: dict, quick: bool) -> None:
     import matplotlib.ticker
 
     colors = {"eager": "#4c72b0", "torch.compile": "#dd8452", "cstorch": "#55a868", "jax.jit": "#c44e52",
-              "cstorch pipelined": "#8fd19e", "jax.jit pipelined": "#e8a0a2"}
+              "cstorch pipelined": "#8fd19e", "jax.jit pipelined": "#e8a0a2", "jax.scan pipelined": "#8172b3"}
     width = 0.8 / len(IMPLS)
     fig, ax = plt.subplots(figsize=(9, 4.8))
     ymin = ymax = 1.0

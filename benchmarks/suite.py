@@ -60,8 +60,8 @@ import torch
 
 import cstorch
 
-from .impls import (CstorchCSX, CstorchPipelined, EagerTorch, JaxJit, JaxJitPipelined, TorchCompile,
-                    error_text, run_steps)
+from .impls import (CstorchCSX, CstorchPipelined, EagerTorch, JaxJit, JaxJitPipelined, JaxScanPipelined,
+                    TorchCompile, error_text, run_steps)
 from .report import IMPLS, machine, print_table, versions, write_markdown, write_plot
 from .warm_start import cold_and_warm
 from .workloads import BUILDERS, Workload
@@ -146,7 +146,7 @@ class WorkloadResult:
 
 
 IMPL_CLASSES = {"eager": EagerTorch, "torch.compile": TorchCompile, "jax.jit": JaxJit,
-                "jax.jit pipelined": JaxJitPipelined}
+                "jax.jit pipelined": JaxJitPipelined, "jax.scan pipelined": JaxScanPipelined}
 
 
 def run_workload(wl: Workload, backend, impl_keys, warmup: int, rounds: int, steps_per_round: int,

@@ -444,7 +444,7 @@ csx = FlagGroup("cstorch.backends.csx", groups={
                 '`DataExecutor` run starts, on every backend; any other value is a `ValueError`. See '
                 '`cstorch.utils.data.streamer`.'),
         "steps_per_launch": _Flag(
-            int, 1, _own(_positive_int, "an integer >= 1"), effect=OWN,
+            int, 16, _own(_positive_int, "an integer >= 1"), effect=OWN,
             doc="How many calls of a compiled CSX step launch together as one executable (a `lax.scan` of the "
                 "step over their batches, compiled once per count): the run collects the calls and launches them "
                 "when that many wait, at a checkpoint step, at the last step, and whenever the host needs a "

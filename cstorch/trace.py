@@ -75,7 +75,8 @@ class TracedStep:
             )
         # a program loaded from the cache gets its graph and lowering now (its body does not run again)
         executable = self.program.executable.complete()
-        return cstorch_jax.explore.StepReport(executable, self.__name__, self.program.state.names)
+        return cstorch_jax.explore.StepReport(executable, self.__name__, self.program.state.names,
+                                              self.program.launched)
 
     # -- CSX ----------------------------------------------------------------------
     def _compile(self, b, args, kwargs, use_cache: bool = True) -> StepProgram:
@@ -146,9 +147,11 @@ def trace(step_fn: Callable) -> TracedStep:
 
     Differences from the real system:
         On CSX the body runs once, when the step is captured; later calls replay the
-        compiled executable. Its outputs are fresh `DeferredTensor`s at every step (the
-        real system reuses the first step's objects), and reading one outside the step
-        (`.item()`) waits for its value instead of raising.
+        compiled executable, several calls launched together
+        (`cstorch.backends.csx.performance.steps_per_launch`). Its outputs are fresh
+        deferred tensors at every step (the real system reuses the first step's
+        objects), and reading one outside the step (`.item()`) launches the waiting
+        steps and waits for its value instead of raising.
     """
     return TracedStep(step_fn)
 

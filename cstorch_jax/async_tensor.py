@@ -52,42 +52,48 @@ class LaunchValues:
     """The outputs of calls of a compiled step that launch together (a window of steps,
     `cstorch_jax.window`), before and after the launch.
 
-    Until `set` is called the values do not exist: reading one calls `launch` (which must
-    launch the calls and `set` their outputs). After it, output `index` of the window's
-    `row`-th call is row `row` of the output's stacked device array; the whole array is
-    fetched to the host once, at the first read of any of its rows."""
+    Until `set` or `set_each` is called the values do not exist: reading one calls
+    `launch` (which must launch the calls and set their outputs). After `set`, output
+    `index` of the `row`-th call is row `row` of the output's stacked device array, fetched
+    to the host whole at the first read of any of its rows; after `set_each`, it is the
+    call's own array."""
 
     def __init__(self, launch):
         self._launch = launch
-        self._stacked = None  # per output: the device array of the calls' values
-        self._rows = True  # whether those arrays have a first axis over the calls (else: one call)
+        self._stacked = None  # per output: the device array of every call's values, first axis the calls
+        self._each = None  # per call: its outputs' device arrays (calls launched one by one)
         self._host: dict[int, np.ndarray] = {}
 
     @property
     def launched(self) -> bool:
-        return self._stacked is not None
+        return self._stacked is not None or self._each is not None
 
-    def set(self, arrays, stacked: bool = True) -> None:
-        """The launched calls' outputs: per output, one array whose first axis runs over
-        the calls (`stacked`), or the one call's values."""
-        self._stacked = list(arrays)
-        self._rows = stacked
-        self._launch = None
+    def set(self, arrays) -> None:
+        """The launched calls' outputs, per output one array whose first axis runs over the calls."""
+        self._stacked, self._launch = list(arrays), None
 
-    def array(self, index: int):
-        if self._stacked is None:
+    def set_each(self, calls) -> None:
+        """The launched calls' outputs, per call its outputs' arrays."""
+        self._each, self._launch = [list(outs) for outs in calls], None
+
+    def array(self, index: int, row: int):
+        """The device array that holds output `index` of the `row`-th call (launches the
+        calls first if they have not been)."""
+        if not self.launched:
             self._launch()
-            if self._stacked is None:
+            if not self.launched:
                 raise MaterializationError("the launch of these steps did not complete, so their values do not exist")
-        return self._stacked[index]
+        return self._stacked[index] if self._stacked is not None else self._each[row][index]
 
     def row(self, index: int, row: int) -> np.ndarray:
-        """Output `index` of the `row`-th call, on the host (the output's array of every call
-        is fetched once)."""
+        """Output `index` of the `row`-th call, on the host."""
+        array = self.array(index, row)
+        if self._stacked is None:
+            return np.asarray(array)
         found = self._host.get(index)
         if found is None:
-            found = self._host[index] = np.asarray(self.array(index))
-        return found[row] if self._rows else found
+            found = self._host[index] = np.asarray(array)
+        return found[row]
 
 
 class WindowTensor(LazyTensor):
@@ -108,7 +114,7 @@ class WindowTensor(LazyTensor):
         if self._value is not None:
             return True
         values = self._values
-        return values.launched and values.array(self._index).is_ready()
+        return values.launched and values.array(self._index, self._row).is_ready()
 
     def _fetch(self) -> torch.Tensor:
         value = to_torch(self._values.row(self._index, self._row), self.dtype)

@@ -232,9 +232,12 @@ class OpTable:
 class StepReport:
     """Everything about one compiled program (see the module docstring)."""
 
-    def __init__(self, executable: Executable, name: str = "step", state_names=None):
+    def __init__(self, executable: Executable, name: str = "step", state_names=None, launches=None):
+        """`launches`: how the run launches the step, as {calls per launch: launches so
+        far} (several calls per launch: a `lax.scan` of this program, `StepsExecutable`)."""
         self.executable = executable
         self.name = name
+        self.launches = dict(launches or {})
         self.captured = executable.captured
         self.state_names = list(state_names) if state_names is not None else [
             f"state {i}" for i in range(len(self.captured.state_specs))]
@@ -339,6 +342,10 @@ class StepReport:
             ("graph hash", self.captured.graph_hash[:16]),
             ("lower + compile s", f"{self.executable.lower_seconds:.2f} + {self.executable.compile_seconds:.2f}"),
         ]
+        if self.launches:
+            windows = ", ".join(f"{n} x {k}" for k, n in sorted(self.launches.items(), reverse=True))
+            rows.append(("steps per launch (launches x steps)",
+                         f"{windows}: several steps launch as one lax.scan of this program"))
         return Summary(self.name, rows)
 
     def draw(self, depth: int = 3) -> "GraphDrawing":

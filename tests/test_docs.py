@@ -237,13 +237,13 @@ def test_the_architecture_walks_the_step_path_the_code_takes():
     source, and every named class has that method."""
     import inspect
 
-    from cstorch.run import host_edits, interrupts, program, run
+    from cstorch.run import host_edits, interrupts, program, run, window
     from cstorch.run.closures import ClosureRecorder
     from cstorch_jax.runtime import DeviceState
 
     classes = {"Run": run.Run, "StepProgram": program.StepProgram, "StateWatch": host_edits.StateWatch,
                "SyncOnTouch": host_edits.SyncOnTouch, "RunInterrupts": interrupts.RunInterrupts,
-               "DeviceState": DeviceState, "ClosureRecorder": ClosureRecorder}
+               "DeviceState": DeviceState, "ClosureRecorder": ClosureRecorder, "StepWindow": window.StepWindow}
     text = (ROOT / "docs" / "architecture.md").read_text()
     walk = text[text.index("4. **Every call: the run dispatches.**"):text.index("5. **Back to the host.**")]
     steps = re.findall(r"^\s+\d+\. (.*?)$", walk, re.M)
@@ -252,7 +252,6 @@ def test_the_architecture_walks_the_step_path_the_code_takes():
     for cls, method in named:
         assert hasattr(classes[cls], method), f"architecture.md names {cls}.{method}, which does not exist"
     source = inspect.getsource(run.Run.dispatch)
-    positions = [source.find(f".{method}(") if method != "critical" else source.find(".critical()")
-                 for _, method in named[1:]]
+    positions = [source.find(f".{method}(") for _, method in named[1:]]
     assert -1 not in positions, dict(zip(named[1:], positions))
     assert positions == sorted(positions), f"the page's order {named[1:]} is not the code's: {positions}"

@@ -14,11 +14,12 @@ takes the full check, which names what differs.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from typing import Any, Optional
 
 import torch
 
-from cstorch_jax import DeferredTensor, Executable, StaticGraphError, StepsExecutable, TensorSpec, UncomputedTensor
+from cstorch_jax import Executable, StaticGraphError, StepsExecutable, TensorSpec, UncomputedTensor
 from cstorch_jax.call_signature import TENSOR, CallSignature, OutputLayout
 
 from ..state import StepState
@@ -26,6 +27,10 @@ from .closures import ClosureRecorder
 from .host_edits import StateWatch
 
 _Tensor = torch.Tensor
+
+#: the most counts of calls per launch one program compiles (`StepProgram.steps`): the
+#: window's and two for windows cut short; other counts launch their calls one by one
+MAX_LAUNCH_SIZES = 3
 
 
 class StepProgram:
@@ -62,17 +67,24 @@ class StepProgram:
         self._positional = len(call.args) if plain else None
         self._batch_specs = [(s.shape, s.dtype) for s in captured.batch_specs]
         self._steps: dict[int, StepsExecutable] = {}
+        self._asked: Counter = Counter()  # launches of each count of calls asked for
+        #: how many launches ran each number of calls of this program (the report shows it)
+        self.launched: Counter = Counter()
 
     @property
     def launches_many(self) -> bool:
         """Whether several calls can launch as one executable (`steps`): on one device."""
         return self.executable.placement.state_sharding() is None
 
-    def steps(self, k: int) -> StepsExecutable:
-        """The executable of `k` calls launched together (compiled on first use)."""
+    def steps(self, k: int, full: bool) -> Optional[StepsExecutable]:
+        """The executable of `k` calls launched together, or None: launch them one by one.
+        A run's full window (`full`) is compiled at once; another count (a window cut
+        short by a read, a checkpoint, the last step) when it comes a second time. At most
+        MAX_LAUNCH_SIZES counts are compiled per program, each once."""
         found = self._steps.get(k)
-        if found is None:
+        if found is None and len(self._steps) < MAX_LAUNCH_SIZES and (full or self._asked[k]):
             found = self._steps[k] = StepsExecutable(self.executable, k)
+        self._asked[k] += 1
         return found
 
     @property
@@ -129,11 +141,6 @@ class StepProgram:
             )
 
     # -- its result -------------------------------------------------------------------------
-    def outputs(self, arrays) -> tuple[Any, list]:
-        """(the user's result with deferred tensors in place of its tensors, the deferred
-        values the recorded closures receive)."""
-        return self.split([DeferredTensor(a, d) for a, d in zip(arrays, self.output_dtypes)])
-
     def split(self, tensors: list) -> tuple[Any, list]:
         """(the user's result made of the first of the executable's output tensors, the
         values the recorded closures receive)."""

@@ -8,17 +8,20 @@ guard and the batches staged ahead of their step.
 A CSX step's path (`dispatch`): the program checks the call (`StepProgram.batch_of`);
 the program's `StateWatch` decides what the host changed since the last step (the
 tensors the host guard saw written, replaced objects, swapped storages, changed graph
-constants) and has the device state forget those copies; the device state hands the
-state arrays (uploading what it holds no copy of, or whose `_version` moved); the batch
-arrays are the ones staged by the input pipeline, or made now; the executable runs
-inside the interrupts' critical section, which ends once the new state is recorded;
-the host guard is armed for the host code until the next step; the outputs come back
-as deferred tensors and the recorded closures are queued with theirs.
+constants) and has the device state forget those copies, after launching the steps
+called before the edit; the batch arrays are the ones staged by the input pipeline, or
+made now; the call joins the window of steps waiting to launch (window.py), its outputs
+deferred; the window launches when `launch_size` calls wait, when the call came late (the
+host is slower than a launch: `StepWindow.SLOW_CALL_S`), at a checkpoint step and at the
+last step (and whenever the host needs a value or the state before); the host guard
+is armed for the host code until the next step; the recorded closures are queued with
+their outputs.
 
 Closure timing. On CPU/GPU the closures of step k run at the end of step k. On CSX a
 step call only dispatches work, so running step k's closures at once would wait for
 step k and leave the device idle; instead, the end of step k runs the closures of the
-steps before k (already finished, or nearly), which keeps one step in flight. Order is
+steps before k whose launch has run (already finished, or nearly), which keeps one
+step, or one window of steps, in flight. Order is
 always preserved. A checkpoint step, the last step and the end of a run flush every
 pending closure; checkpoint closures first copy the device state into the torch
 tensors so `model.state_dict()` reads that step's values. A checkpoint closure called
@@ -140,31 +143,21 @@ class Run:
 
     def dispatch(self, program: StepProgram, args: tuple, kwargs: dict) -> Any:
         """Run one step of a compiled CSX program on these arguments (module docstring);
-        returns at once, its tensors deferred. With several steps per launch
-        (`launch_size`), the call joins the window and launches with it."""
+        returns at once, its tensors deferred. The call joins the window (window.py),
+        which launches when `launch_size` calls wait or the host needs the state after
+        this step (a checkpoint step, the last step)."""
         batch = program.batch_of(args, kwargs)
         window = self.window
-        if window and window.program is not program:
-            window.launch()  # another step's calls first: they may share state with this one
-        ds = self.device_state
         guard = self.host_guard
-        program.watch.check(ds, guard.take_written(), window.launch)  # host edits since the last step
+        program.watch.check(self.device_state, guard.take_written(), window.launch)  # host edits since the last step
         batch_arrays = self._batch_arrays(batch, program.executable.batch_names)
-        size = self.launch_size(program)
-        if size == 1 and not window:  # one step per launch: the step's own executable, at once
-            arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
-            n_mut = program.n_mutated
-            with self.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
-                new_mut, outs, ds.rng_key = program.executable(arrays[:n_mut], arrays[n_mut:], batch_arrays,
-                                                               ds.rng_key)
-                ds.update(program.mutated_tensors, new_mut)
-            result, closure_values = program.outputs(outs)
-        else:
-            ex = self.executor
-            result, closure_values = program.split(window.add(program, batch_arrays, ex.iteration))
-            if len(window) >= size or ex.is_checkpoint_step or ex.on_final_iteration:
-                window.launch()  # the host needs the state after this step, or the window is full
+        outputs = window.add(program, batch_arrays, self.executor.iteration)
+        ex = self.executor
+        if (len(window) >= self.launch_size(program) or window.slow_call or ex.is_checkpoint_step
+                or ex.on_final_iteration):
+            window.launch()
         guard.arm(program.watch)  # host code touching this state syncs it first
+        result, closure_values = program.split(outputs)
         if program.recorder.records:
             program.recorder.replay(self, closure_values)
         return result

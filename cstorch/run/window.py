@@ -5,7 +5,7 @@ receives what the step closures asked for. The run does the same with windows: i
 each call of a compiled step (its batch arrays) to the window and hands back the call's
 outputs at once, as `WindowTensor`s; the window launches its calls as one executable (K
 steps: a `lax.scan` of the step, `cstorch_jax.StepsExecutable`, compiled once per K; one
-step: the step's own executable) when the run says so (`Run.dispatch`: the window is full,
+step, or a count not compiled: the step's own executable, call by call) when the run says so (`Run.dispatch`: the window is full,
 or the executor reached a step after which the host needs the state), and whenever the
 host needs something the window would compute: a read of an output (`float(loss)`,
 `.item()`, a step closure's values), the state (the host guard, a checkpoint, the end of
@@ -16,6 +16,7 @@ same state carried from call to call, the same RNG key split per step.
 """
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Optional
 
 from cstorch_jax import LaunchValues, WindowTensor
@@ -24,12 +25,20 @@ from cstorch_jax import LaunchValues, WindowTensor
 class StepWindow:
     """The calls of one compiled step waiting for their launch (module docstring)."""
 
+    #: a call that comes more than this many seconds after the previous one launches at
+    #: once (`slow_call`): the host (a slow loader, host work between the steps) takes
+    #: longer than a launch costs, so holding the call back would only leave the device idle
+    SLOW_CALL_S = 0.005
+
     def __init__(self, run):
         self.run = run
         self.program = None
         self.batches: list[list] = []
         self.iterations: list[Optional[int]] = []  # the executor iteration of each call
         self.values: Optional[LaunchValues] = None
+        #: whether the last call came more than SLOW_CALL_S after the one before
+        self.slow_call = False
+        self._last_call = float("-inf")
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -40,7 +49,10 @@ class StepWindow:
         return self.iterations[0] if self.iterations else None
 
     def add(self, program, batch_arrays: list, iteration: Optional[int]) -> list[WindowTensor]:
-        """Add a call of `program` with these batch arrays; its outputs, to be computed."""
+        """Add a call of `program` with these batch arrays; its outputs, to be computed.
+        The calls of another program waiting launch first (the two may share state)."""
+        now = perf_counter()
+        self.slow_call, self._last_call = now - self._last_call > self.SLOW_CALL_S, now
         if self.batches and program is not self.program:
             self.launch()
         if not self.batches:
@@ -53,8 +65,12 @@ class StepWindow:
                 for i, s in enumerate(program.executable.captured.output_specs)]
 
     def launch(self) -> None:
-        """Run the waiting calls, as one launch; their outputs are computed from then on.
-        Nothing is launched twice: the window is empty when the launch starts."""
+        """Run the waiting calls as one launch: the state they use (`DeviceState.arrays`,
+        uploading what the host changed), the step's executable for one call or
+        `StepsExecutable` for several, inside `RunInterrupts.critical` (the state is
+        donated), and `DeviceState.update` with the new state; their outputs are
+        computed from then on. Nothing is launched twice: the window is empty when the
+        launch starts."""
         if not self.batches:
             return
         program, batches, values = self.program, self.batches, self.values
@@ -62,15 +78,23 @@ class StepWindow:
         run = self.run
         ds = run.device_state
         arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
-        n_mut = program.n_mutated
+        n_mut, n = program.n_mutated, len(batches)
+        steps = program.steps(n, full=n == run.launch_size(program)) if n > 1 else None
         with run.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
-            if len(batches) == 1:
-                new_mut, outs, ds.rng_key = program.executable(arrays[:n_mut], arrays[n_mut:], batches[0], ds.rng_key)
-            else:
-                new_mut, outs, ds.rng_key = program.steps(len(batches))(arrays[:n_mut], arrays[n_mut:], batches,
-                                                                         ds.rng_key)
-            ds.update(program.mutated_tensors, new_mut)
-        values.set(outs, stacked=len(batches) > 1)
+            if steps is not None:
+                mutated, outs, ds.rng_key = steps(arrays[:n_mut], arrays[n_mut:], batches, ds.rng_key)
+            else:  # one by one, each call on the state the one before left
+                mutated, kept, each = arrays[:n_mut], arrays[n_mut:], []
+                for batch in batches:
+                    mutated, outs, ds.rng_key = program.executable(mutated, kept, batch, ds.rng_key)
+                    each.append(outs)
+            ds.update(program.mutated_tensors, mutated)
+        if steps is not None:
+            values.set(outs)
+            program.launched[n] += 1
+        else:
+            values.set_each(each)
+            program.launched[1] += n
 
     def drop(self) -> None:
         """Forget the waiting calls (a run abandoned)."""

@@ -1,0 +1,218 @@
+"""Steps in windows (`steps_per_launch`): K calls of a compiled CSX step launch as one
+executable, and every step computes what it computes launched alone, bit for bit:
+losses, parameters, optimizer state, closures' values and their order."""
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import cstorch
+from cstorch._backend import _reset_backend
+from cstorch.run.window import StepWindow
+
+
+class MNISTNet(nn.Module):
+    """The documentation's 784-256-10 network, narrowed."""
+
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(32, 24), nn.Linear(24, 10)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+@pytest.fixture(autouse=True)
+def _no_slow_calls(request, monkeypatch):
+    """Launch sizes exact on a loaded machine: no call counts as late (SLOW_CALL_S), except
+    in the slow-loader test, whose subject that is."""
+    if "slower_than_the_step" not in request.node.name:
+        monkeypatch.setattr(StepWindow, "SLOW_CALL_S", float("inf"))
+
+
+def _batches(n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(8, 32, generator=g), torch.randint(0, 10, (8,), generator=g)) for _ in range(n)]
+
+
+def _train(steps_per_launch, *, steps=11, dropout=0.0, read_every=0, edit_at=None, checkpoint_steps=None,
+           model_dir=None, scheduler=False):
+    """Train MNISTNet for `steps` on CSX; every step's loss (from a step closure, in call
+    order with its user_iteration), host reads every `read_every` steps, the final state."""
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend("CSX", artifact_dir=str(model_dir or "cerebras_logs"))
+    model = MNISTNet(dropout)
+    compiled = cstorch.compile(model, b)
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    sched = cstorch.optim.lr_scheduler.StepLR(opt, initial_learning_rate=0.05, step_size=3, gamma=0.5) if scheduler else None
+    closure_losses, read_losses, checkpoints = [], [], []
+
+    @cstorch.step_closure
+    def record(loss, step):
+        closure_losses.append((step, loss.item()))
+
+    @cstorch.checkpoint_closure
+    def save(step):
+        checkpoints.append((step, {k: v.clone() for k, v in model.state_dict().items()}))
+
+    @cstorch.trace
+    def step(x, y):
+        loss = nn.functional.cross_entropy(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if sched is not None:
+            sched.step()
+        return loss
+
+    data = _batches(steps)
+    executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=steps,
+                                               checkpoint_steps=checkpoint_steps, steps_per_launch=steps_per_launch)
+    for i, (x, y) in enumerate(executor):
+        if edit_at is not None and i == edit_at:
+            with torch.no_grad():
+                model.fc1.bias.add_(0.25)  # a host edit between two steps
+        loss = step(x, y)
+        record(loss, executor.user_iteration)
+        if read_every and i % read_every == 0:
+            read_losses.append(float(loss))
+        if executor.is_checkpoint_step:
+            save(executor.user_iteration)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    momenta = [opt.state[p]["momentum_buffer"].clone() for p in model.parameters()]
+    launched = dict(step.program.launched)
+    assert step.report.summary().as_dict().get("steps per launch (launches x steps)", "").startswith(
+        ", ".join(f"{n} x {k}" for k, n in sorted(launched.items(), reverse=True)))
+    return closure_losses, read_losses, state, momenta, checkpoints, launched
+
+
+def _same(a, b):
+    closure_a, read_a, state_a, mom_a, ck_a, _ = a
+    closure_b, read_b, state_b, mom_b, ck_b, _ = b
+    assert closure_a == closure_b
+    assert read_a == read_b
+    for k in state_a:
+        np.testing.assert_array_equal(state_a[k].numpy(), state_b[k].numpy(), err_msg=k)
+    for m, n in zip(mom_a, mom_b):
+        np.testing.assert_array_equal(m.numpy(), n.numpy())
+    assert [s for s, _ in ck_a] == [s for s, _ in ck_b]
+    for (_, sa), (_, sb) in zip(ck_a, ck_b):
+        for k in sa:
+            np.testing.assert_array_equal(sa[k].numpy(), sb[k].numpy(), err_msg=k)
+
+
+@pytest.mark.parametrize("k", [4, 5])
+def test_windows_equal_one_step_at_a_time(k):
+    one = _train(1)
+    assert [s for s, _ in one[0]] == list(range(1, 12))
+    windows = _train(k)
+    _same(one, windows)
+    assert one[5] == {1: 11}
+    # the last window ends at the last step; the one count of 3 (11 = 4 + 4 + 3) runs one by one, not compiled
+    assert windows[5] == ({4: 2, 1: 3} if k == 4 else {5: 2, 1: 1})
+
+
+def test_windows_with_dropout_scheduler_host_edit_reads_and_checkpoints(tmp_path):
+    kwargs = dict(dropout=0.3, scheduler=True, read_every=3, edit_at=5, checkpoint_steps=4)
+    one = _train(1, model_dir=tmp_path / "one", **kwargs)
+    assert [s for s, _ in one[4]] == [4, 8, 11]
+    _same(one, _train(4, model_dir=tmp_path / "four", **kwargs))
+
+
+def _train_fp16(steps_per_launch, steps=12):
+    """A float16 MNISTNet with a dynamic loss scaler whose first scales overflow: some steps
+    skipped inside a window. Every step's (loss, scale, skipped) and the final state."""
+    from cstorch.amp import precision
+
+    _reset_backend()
+    cstorch.amp.set_half_dtype("float16")
+    try:
+        torch.manual_seed(0)
+        b = cstorch.backend("CSX")
+        model = MNISTNet()
+        compiled = cstorch.compile(model, b)
+        opt = cstorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        scaler = cstorch.amp.GradScaler(loss_scale="dynamic", init_scale=2.0**24, max_loss_scale=2.0**24,
+                                        steps_per_increase=3)
+        seen = []
+
+        @cstorch.trace
+        def step(x, y):
+            loss = nn.functional.cross_entropy(compiled(x), y)
+            cstorch.amp.optimizer_step(loss, opt, scaler)
+            return loss, scaler.get_scale(), scaler.get_num_skipped_steps()
+
+        @cstorch.step_closure
+        def record(loss, scale, skipped):
+            seen.append((float(loss), float(scale), int(skipped)))
+
+        data = _batches(steps)
+        loader = cstorch.utils.data.DataLoader(lambda: data)
+        for x, y in cstorch.utils.data.DataExecutor(loader, num_steps=steps, steps_per_launch=steps_per_launch):
+            record(*step(x, y))
+        return seen, {k: v.clone() for k, v in model.state_dict().items()}, dict(step.program.launched)
+    finally:
+        _reset_backend()
+        precision._reset()
+
+
+def test_windows_keep_a_float16_loss_scalers_skipped_steps():
+    seen_one, state_one, _ = _train_fp16(1)
+    seen_four, state_four, launched = _train_fp16(4)
+    assert 0 < seen_one[-1][2] < len(seen_one)  # some steps skipped, not all
+    assert launched == {4: 3}
+    assert seen_four == seen_one
+    for k in state_one:
+        np.testing.assert_array_equal(state_one[k].numpy(), state_four[k].numpy(), err_msg=k)
+
+
+class SlowLoader:
+    """Batches that take longer to load than a step to run."""
+
+    def __init__(self, batches, seconds):
+        self.batches, self.seconds = batches, seconds
+
+    def __iter__(self):
+        for batch in self.batches:
+            time.sleep(self.seconds)
+            yield batch
+
+    def __len__(self):
+        return len(self.batches)
+
+
+def test_a_loader_slower_than_the_step_launches_each_call_at_once():
+    """Holding calls for a window would leave the device idle while the loader works."""
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend("CSX")
+    model = MNISTNet()
+    compiled = cstorch.compile(model, b)
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.05)
+
+    @cstorch.trace
+    def step(x, y):
+        loss = nn.functional.cross_entropy(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    data = _batches(6)
+    loader = cstorch.utils.data.DataLoader(lambda: SlowLoader(data, 0.03))
+    for x, y in cstorch.utils.data.DataExecutor(loader, num_steps=6, steps_per_launch=4):
+        step(x, y)
+    assert dict(step.program.launched) == {1: 6}
+
+
+def test_steps_per_launch_must_be_a_positive_integer():
+    loader = cstorch.utils.data.DataLoader(lambda: _batches(2))
+    _reset_backend()
+    cstorch.backend("CSX")
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="steps_per_launch"):
+            cstorch.utils.data.DataExecutor(loader, num_steps=2, steps_per_launch=bad)
