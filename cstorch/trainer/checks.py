@@ -235,7 +235,12 @@ def model_dir_problem(model_dir) -> Optional[str]:
             return None
         probe = parent
     if os.path.isdir(probe):
-        return None
+        effective = os.access in os.supports_effective_ids
+        if os.access(probe, os.W_OK | os.X_OK, effective_ids=effective):
+            return None
+        where = "" if probe == path else f" (it would be made in {probe!r})"
+        return (f"{path!r} cannot be written by this user{where}: the run writes its lock file, checkpoints and logs "
+                f"inside model_dir. Give a model_dir this user can write, or change the folder's permissions.")
     what = "is a file" if probe == path else f"is under {probe!r}, which is a file"
     return (f"{path!r} {what}, not a folder: the run writes its checkpoints and logs inside model_dir. Give "
             f"another model_dir (a folder, or a path where one can be made), or move the file away.")
