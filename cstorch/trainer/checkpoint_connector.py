@@ -27,7 +27,9 @@ class CheckpointConnector:
         self.trainer = trainer
 
     def save_now(self) -> None:
-        """Write the checkpoint of the step whose values the running closure holds."""
+        """Write the checkpoint of the step whose values the running closure holds, after
+        checking that this run still holds the lock of model_dir
+        (`ModelDirLock.verify`: `ModelDirLockLostError` before anything is written)."""
         t = self.trainer
         step = t._closure_global_step()
         path = t.checkpoint.path_for(step)
