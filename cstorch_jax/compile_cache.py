@@ -45,6 +45,11 @@ checksum and its key does not name the CPU's features).
 `CSTORCH_CACHE=0` (or `configure(enabled=False)`) turns the cache off; `CSTORCH_CACHE_DIR`
 (or `configure(directory)`) moves it, by default `$XDG_CACHE_HOME/cstorch` or
 `~/.cache/cstorch`. Multi-process runs do not use the cache.
+
+A folder that cannot be used (a regular file, a path under one, no permission, a full
+disk: any OSError of the folder rather than of one entry) never fails a run: the cache
+is off for the rest of the process, with one `CompileCacheWarning` naming the folder and
+the error, and steps are compiled as without it.
 """
 from __future__ import annotations
 
@@ -82,11 +87,13 @@ SUFFIX = ".entry"
 CPUINFO = Path("/proc/cpuinfo")
 
 _settings: dict = {"directory": None, "enabled": None}
+_unusable: set[Path] = set()  # folders found unusable in this process (the cache is off for them)
 _HOST = socket.gethostname().replace(os.sep, "_")
 
 
 class CompileCacheWarning(UserWarning):
-    """An entry of the compile cache could not be used and was removed."""
+    """An entry of the compile cache could not be used and was removed, or the cache's
+    folder cannot be used and the cache is off for the process."""
 
 
 class EntryError(ValueError):
@@ -102,8 +109,8 @@ def configure(directory: str | os.PathLike | None = None, enabled: bool | None =
         _settings["enabled"] = bool(enabled)
 
 
-def directory() -> Path | None:
-    """The cache folder, or None when the cache is off."""
+def _configured_directory() -> Path | None:
+    """The cache folder the settings name, or None when they turn the cache off."""
     enabled = _settings["enabled"]
     if enabled is None:
         enabled = os.environ.get(ENV_ENABLED, "1").strip().lower() not in ("0", "off", "false", "no")
@@ -116,6 +123,25 @@ def directory() -> Path | None:
         return Path(env).expanduser() if env.strip() else None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "cstorch"
+
+
+def directory() -> Path | None:
+    """The cache folder, or None when the cache is off (by the settings, or because the
+    folder was found unusable in this process: `folder_unusable`)."""
+    folder = _configured_directory()
+    return None if folder is None or folder in _unusable else folder
+
+
+def folder_unusable(folder: Path, error: OSError) -> None:
+    """Turn the cache off for this process because `folder` cannot be used (`error`), with
+    one CompileCacheWarning naming both."""
+    if folder in _unusable:
+        return
+    _unusable.add(folder)
+    warnings.warn(
+        f"cstorch: the compile-cache folder {folder} cannot be used ({error}); the compile cache is off for this "
+        f"process and steps are compiled without it. Point {ENV_DIR} at a folder you can write, or set "
+        f"{ENV_ENABLED}=0 to turn the cache off.", CompileCacheWarning, stacklevel=3)
 
 
 def usable() -> bool:
@@ -407,11 +433,21 @@ def _clean_parts(folders) -> None:
                 part.unlink(missing_ok=True)
 
 
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:  # removed meanwhile by another process
+        return 0
+
+
 def _prune(folder: Path) -> None:
     """Keep the MAX_VARIANTS newest entries of one lookup key."""
-    entries = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    entries = sorted(folder.glob(f"*{SUFFIX}"), key=_mtime, reverse=True)
     for old in entries[MAX_VARIANTS:]:
-        old.unlink(missing_ok=True)
+        try:
+            old.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 # -- load and store ---------------------------------------------------------------------------------
@@ -430,7 +466,10 @@ def load(key: str, signature: str, devices) -> CachedProgram | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        drop(path, f"unreadable: {e}")
+        if os.path.isfile(path):
+            drop(path, f"unreadable: {e}")
+        else:  # not the entry: its folder (a file in the way, no permission, ...)
+            folder_unusable(folder, e)
         return None
     try:
         header, blob = unpack(data)
@@ -448,7 +487,8 @@ def load(key: str, signature: str, devices) -> CachedProgram | None:
 
 def store(key: str, captured, compiled, uses_rng: bool, batch_names) -> bool:
     """Write the entry for `key` atomically (a temporary file renamed into place); False
-    when the cache is off or the program cannot be written as data."""
+    when the cache is off, the program cannot be written as data or the folder cannot be
+    written (then the cache is off for the process: `folder_unusable`)."""
     folder = directory()
     if folder is None or not captured.signature:
         return False
@@ -471,7 +511,11 @@ def store(key: str, captured, compiled, uses_rng: bool, batch_names) -> bool:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         _prune(path.parent)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        folder_unusable(folder, e)
         return False
     return True

@@ -385,6 +385,33 @@ def test_leftovers_of_killed_writers_are_removed(tmp_path, monkeypatch):
     assert not dead_writer.exists() and not old.exists() and alive.exists()
 
 
+@pytest.mark.parametrize("where", ["a_file", "under_a_file", "steps_a_file"])
+def test_a_cache_folder_that_cannot_be_used_turns_the_cache_off_with_one_warning(where, tmp_path, monkeypatch):
+    """CSTORCH_CACHE_DIR naming a regular file (or a path under one, or a cache whose `steps`
+    folder is a file): the run trains as with the cache off and one CompileCacheWarning names
+    the folder and the cause (it used to fail every run with NotADirectoryError)."""
+    import warnings
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    folder = {"a_file": blocker, "under_a_file": blocker / "cache", "steps_a_file": tmp_path / "cache"}[where]
+    if where == "steps_a_file":
+        folder.mkdir()
+        (folder / "steps").write_text("not a folder")
+    _cache_on(monkeypatch, folder)
+    reference = _train(False)
+    for run in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = _train(True)
+        assert _same(got, reference) and not got["from_cache"]
+        msgs = [str(w.message) for w in caught if issubclass(w.category, compile_cache.CompileCacheWarning)]
+        assert len(msgs) == (1 if run == 0 else 0), msgs  # one warning per process
+        if run == 0:
+            assert str(folder) in msgs[0] and "CSTORCH_CACHE" in msgs[0], msgs[0]
+    assert blocker.read_text() == "not a folder"
+
+
 def _jitted(x, scale):
     """A pure function for the jit cache test (module level: its name and line are its key)."""
     _jitted.body_runs += 1

@@ -5,7 +5,9 @@ a temporary file next to it, flushes that to disk and links it to `path` in one 
 (never replacing a file that appeared meanwhile), then flushes the directory. Whatever
 stops it (an error, Ctrl-C, SIGTERM) removes the temporary file and leaves `path`
 untouched; signals take effect only where `write` calls `check()` (see
-`interrupts.py`).
+`interrupts.py`). A write refused for want of space (ENOSPC, EDQUOT) or by the
+process's file-size limit (EFBIG) raises an OSError of that errno whose message names
+`path`, the cause and the fix.
 
 The temporary file is `<path>.<host>-<pid>-<random>.tmp`: `<host>` is a hash of the host
 name and `<pid>` the writing process. A process killed outright (SIGKILL, power loss)
@@ -15,6 +17,7 @@ longer runs.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -85,6 +88,19 @@ def _publish(tmp: str, path: str) -> None:
         os.replace(tmp, path)
 
 
+_NO_ROOM = {errno.ENOSPC: "the disk is full", errno.EFBIG: "the file would exceed the process's file-size limit "
+                                                             "(ulimit -f)"}
+if hasattr(errno, "EDQUOT"):
+    _NO_ROOM[errno.EDQUOT] = "the disk quota is exhausted"
+
+
+def _no_room_error(path: str, e: OSError) -> OSError:
+    folder = os.path.dirname(os.path.abspath(path))
+    return OSError(e.errno, f"Cannot write the checkpoint {path}: {os.strerror(e.errno)}; {_NO_ROOM[e.errno]}. The "
+                            f"partial file was removed and earlier checkpoints are untouched. Free space in {folder} "
+                            f"(or raise the limit) and save again.")
+
+
 def _fsync_directory(path: str) -> None:
     fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
@@ -110,6 +126,10 @@ def write_atomically(path, write: Callable[[str, Callable[[], None]], None]) -> 
             check()
             _publish(tmp, path)
             _fsync_directory(path)
+        except OSError as e:
+            if e.errno in _NO_ROOM:
+                raise _no_room_error(path, e) from e
+            raise
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)

@@ -11,15 +11,31 @@ holds CRC-32s of the rest (`checksums.py`). Readers of the format need nothing m
 
 Writing is atomic (`atomic.py`): a temporary file is written, flushed and linked to
 `path`, which must not exist; large arrays are written in slabs so that Ctrl-C stops a
-save between two of them. Reading keeps the file open and checks everything it uses:
-the attributes when opened, each dataset's dtype and shape against the entry's metadata
-when first read, and the checksums. Tensors are read when used (`H5Tensor`), after
-checking that the file has not changed since it was opened.
+save between two of them. A write that fails (a full disk: ENOSPC; a file-size limit:
+EFBIG) must never fail inside HDF5, which then keeps the file's objects open and writes
+them again when the process exits (a crash, SIGSEGV, after the error was handled). So
+HDF5 writes the file in place only where that is safe: where the disk's free space and
+the process's file-size limit both exceed the most the file can take (`size_bound`;
+`writes_in_place`). Elsewhere (and for a layout whose payload sizes are not known in
+advance) the file is built in memory (HDF5's core driver, no backing store) and its
+bytes are then written with plain writes, which fail cleanly with the OSError: this
+costs host memory of up to twice the file's size while it is saved. Both ways write the
+same HDF5 objects at the same offsets; a file built in memory also keeps the free space
+HDF5 leaves at the end of a file before closing it (HDF5 trims it when it closes a file
+on disk; up to a few kilobytes), its superblock giving that length. The one failure left
+to HDF5 is a disk that another writer fills during a save written in place.
+
+Reading keeps the file open and checks everything it uses: the attributes when opened,
+each dataset's dtype and shape against the entry's metadata when first read, and the
+checksums. Tensors are read when used (`H5Tensor`), after checking that the file has
+not changed since it was opened.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
@@ -46,6 +62,7 @@ _LIBVER = ("v110", "v110")  # checksummed superblock, object headers, heaps and 
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SLAB_BYTES = 64 << 20  # a large array is written in slabs of about this size, with a safe point after each
 _MAX_EXPANSION = 1024  # LZ4 expands data at most ~255 times: a dataset larger than this times the file is corrupt
+_IMAGE_INCREMENT = 4 << 20  # the in-memory file grows by this much at a time
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -110,36 +127,121 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit=" entries", dynamic_ncols=True, file=sys.stdout)
 
 
-def _write_file(layout: Layout, tmp: str, check: Callable[[], None]) -> None:
+def _payload_bytes(e: Entry) -> Optional[int]:
+    """The size of the entry's payload, or None when it is not known before it is made."""
+    if e.kind == TENSOR:
+        dtype = np.dtype(NUMPY_DTYPES[tensor_dtype(e.metadata)])
+        return math.prod(e.metadata["shapes"][0]) * dtype.itemsize
+    return e.nbytes
+
+
+def size_bound(layout: Layout, userblock: int) -> Optional[int]:
+    """An upper bound of the size of the H5 file of `layout` (with a user block of
+    `userblock` bytes), or None when the size of some payload is not known before it is
+    made (a layout read from a file). Generous: twice the data (LZ4 expands data that does
+    not compress by less than 1 %, and chunks at an array's edges are padded) and twice
+    the text, plus 64 KiB per array and 1 MiB for HDF5's own structures."""
+    total = userblock + (1 << 20) + 2 * len(layout.spec_json)
+    for e in layout.entries:
+        total += 4096 + 2 * len(key_metadata(e.key, e.metadata))
+        if e.payload is None:
+            continue
+        n = _payload_bytes(e)
+        if n is None:
+            return None
+        total += 2 * n + (64 << 10) + 2 * len(json.dumps(e.metadata))
+    return total
+
+
+def room(folder: str) -> float:
+    """How large a file may grow in `folder`: the disk's free space (for unprivileged
+    users) and the process's file-size limit, the smaller; 0 when it cannot be told."""
+    try:
+        st = os.statvfs(folder or ".")
+    except OSError:
+        return 0
+    free = st.f_bavail * st.f_frsize
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return free if soft == resource.RLIM_INFINITY else min(free, soft)
+
+
+def writes_in_place(layout: Layout, folder: str, userblock: int) -> bool:
+    """Whether HDF5 writes the H5 file of `layout` in place in `folder` rather than it
+    being built in memory (module doc): only when `folder` has room (`room`) for the
+    most the file can take (`size_bound`)."""
+    bound = size_bound(layout, userblock)
+    return bound is not None and bound <= room(folder)
+
+
+def _fill(f: h5py.File, layout: Layout, check: Callable[[], None], progress) -> dict:
+    """Write the layout into the open HDF5 file `f`; the checksums of its entries."""
+    digests = {}
+    f.attrs["__spec__"] = layout.spec_json
+    f.attrs["__version__"] = FORMAT_VERSION
+    f.attrs["__cstorch_version__"] = layout.cstorch_version
+    for e, value in _payloads(layout.entries):
+        check()
+        data_digest = _write_entry(f, e, value, check)
+        text = key_metadata(e.key, e.metadata)
+        f.attrs[f"{e.key}.__metadata__"] = text
+        digests[e.key] = [crc(text), data_digest]
+        if progress is not None:
+            progress.update(1)
+    f.attrs["__SUCCESS__"] = True
+    return digests
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _write_image(tmp: str, userblock: int, image: bytes, check: Callable[[], None]) -> None:
+    """Create `tmp` holding a zeroed user block of `userblock` bytes, then `image` (the
+    HDF5 file as HDF5 lays it out after the user block), in slabs with a safe point
+    after each."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        _write_all(fd, memoryview(bytes(userblock)))
+        view = memoryview(image)
+        for start in range(0, len(view), SLAB_BYTES):
+            _write_all(fd, view[start:start + SLAB_BYTES])
+            check()
+    finally:
+        os.close(fd)
+
+
+def _write_file(layout: Layout, tmp: str, check: Callable[[], None], in_place: Optional[bool] = None) -> None:
+    """Write the H5 file of `layout` at `tmp` (built in memory, or in place where
+    `writes_in_place` says so, or as `in_place` says), then its checksums."""
     strings = 2 + len(layout.entries) + sum(count_strings(e.metadata) for e in layout.entries if e.payload)
     size = block_size({e.key: e.payload is not None for e in layout.entries}, strings)
-    digests = {}
+    if in_place is None:
+        in_place = writes_in_place(layout, os.path.dirname(os.path.abspath(tmp)), size)
     progress = _progress(len(layout.entries), "Saving checkpoint")
     try:
-        with h5py.File(tmp, "w", userblock_size=size, libver=_LIBVER) as f:
-            spec = layout.spec_json
-            f.attrs["__spec__"] = spec
-            f.attrs["__version__"] = FORMAT_VERSION
-            f.attrs["__cstorch_version__"] = layout.cstorch_version
-            for e, value in _payloads(layout.entries):
-                check()
-                data_digest = _write_entry(f, e, value, check)
-                text = key_metadata(e.key, e.metadata)
-                f.attrs[f"{e.key}.__metadata__"] = text
-                digests[e.key] = [crc(text), data_digest]
-                if progress is not None:
-                    progress.update(1)
-            f.attrs["__SUCCESS__"] = True
+        if in_place:
+            with h5py.File(tmp, "w", userblock_size=size, libver=_LIBVER) as f:
+                digests = _fill(f, layout, check, progress)
+        else:
+            with h5py.File(tmp, "w", driver="core", backing_store=False, block_size=_IMAGE_INCREMENT,
+                           userblock_size=size, libver=_LIBVER) as f:
+                digests = _fill(f, layout, check, progress)
+                f.flush()
+                image = f.id.get_file_image()
+            _write_image(tmp, size, image, check)
+            del image
     finally:
         if progress is not None:
             progress.close()
     check()
-    seal(tmp, size, crc(spec), digests, strings)
+    seal(tmp, size, crc(layout.spec_json), digests, strings)
 
 
 def write_h5(layout: Layout, path, allow_pickle: bool = False) -> None:
-    """Write `layout` as a new H5 checkpoint at `path` (atomically; `path` must not exist).
-    Pickled objects are carried as bytes, whatever `allow_pickle` says."""
+    """Write `layout` as a new H5 checkpoint at `path` (atomically; `path` must not exist;
+    built in memory where the disk may lack room for it: module doc). Pickled objects are
+    carried as bytes, whatever `allow_pickle` says."""
     write_atomically(path, lambda tmp, check: _write_file(layout, tmp, check))
 
 

@@ -64,10 +64,13 @@ MAX_NUMEL = 2 ** 62  # beyond any tensor torch can hold
 @dataclass
 class Entry:
     """One leaf: `metadata` (JSON-able, `__TYPE__` names its kind) and, for tensors,
-    arrays and pickled objects, `payload()` giving the np.ndarray or bytes."""
+    arrays and pickled objects, `payload()` giving the np.ndarray or bytes. `nbytes` is
+    the payload's size when it is known without making the payload (a numpy array or a
+    pickle being saved; a tensor's size is in its metadata), else None."""
     key: str
     metadata: dict
     payload: Optional[Callable[[], Any]] = None
+    nbytes: Optional[int] = None
 
     @property
     def kind(self) -> Optional[str]:
@@ -264,9 +267,9 @@ def _leaf_entry(key: str, value, allow_pickle: bool) -> Entry:
         return Entry(key, {"string_value": value, "__TYPE__": STRING, "__NONE__": True})
     if isinstance(value, np.ndarray) and value.dtype != object:
         return Entry(key, {"is_bfloat16": value.dtype == ml_dtypes.bfloat16, "__TYPE__": NUMPY, "__NUMPY__": True},
-                     lambda v=value: v)
+                     lambda v=value: v, value.nbytes)
     if isinstance(value, PickledObject):
-        return Entry(key, {"__TYPE__": OBJECT, "__BYTES__": True}, lambda v=value: v.data)
+        return Entry(key, {"__TYPE__": OBJECT, "__BYTES__": True}, lambda v=value: v.data, len(value.data))
     if not allow_pickle:
         raise TypeError(
             f"cstorch.save cannot store the {type(value).__name__} at {key!r} without pickling it. Checkpoints hold "
@@ -277,7 +280,7 @@ def _leaf_entry(key: str, value, allow_pickle: bool) -> Entry:
         data = pickle.dumps(value)
     except Exception as e:
         raise TypeError(f"cstorch.save could not pickle the {type(value).__name__} at {key!r}: {e}") from e
-    return Entry(key, {"__TYPE__": OBJECT, "__BYTES__": True}, lambda d=data: d)
+    return Entry(key, {"__TYPE__": OBJECT, "__BYTES__": True}, lambda d=data: d, len(data))
 
 
 def layout_of(state_dict, allow_pickle: bool = False) -> Layout:

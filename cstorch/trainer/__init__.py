@@ -18,7 +18,7 @@ from .callbacks import (
 from .build import configure_trainer_from_config, run_trainer
 from .config import ConfigError
 from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
-from .model_dir_lock import ModelDirInUseError
+from .model_dir_lock import ModelDirInUseError, ModelDirLockLostError
 from .registry import register_data_processor, register_model
 from .base_model import PyTorchBaseModel
 from .device_runners import PyTorchCSCompiler, PyTorchCSRunner, PyTorchRunner
@@ -29,6 +29,7 @@ __all__ = [
     "Trainer", "callbacks", "loggers", "Callback", "CoreCallback", "ValidationCallback", "register_global_callback",
     "Checkpoint", "KeepNCheckpoints", "Logging", "MixedPrecision", "ModelEvalMetrics", "TrainingLoop",
     "ValidationLoop", "Logger", "TensorBoardLogger", "CSVLogger", "ProgressLogger", "ConfigError", "ModelDirInUseError",
+    "ModelDirLockLostError",
     "configure_trainer_from_config", "run_trainer", "register_model", "register_data_processor",
     "PyTorchBaseRunner", "PyTorchBaseModel", "PyTorchRunner", "PyTorchCSCompiler", "PyTorchCSRunner", "run",
 ]

@@ -15,7 +15,7 @@ from .callbacks.checkpoint import Checkpoint
 from .callbacks.logs import Logging
 from .callbacks.loop import TrainingLoop, ValidationLoop
 from .callbacks.precision import MixedPrecision
-from .checks import DEVICES, model_dir_problem, show
+from .checks import DEVICES, model_dir_problem, seed_problem, show
 from .loggers import Logger
 
 
@@ -69,6 +69,8 @@ def check_trainer_arguments(device, backend, model_dir, model, optimizer, schedu
                             f"ProgressLogger, ...), got {type(lg).__name__}")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise TypeError(f"seed must be an int or None, got {show(seed)}")
+    if seed is not None and seed_problem(seed) is not None:
+        raise ValueError(f"seed {seed_problem(seed)}")
     if sparsity is not None:
         raise NotImplementedError("Weight sparsity (cstorch.sparse) is not supported by cstorch yet; remove "
                                   "`sparsity`.")

@@ -27,10 +27,13 @@ class CheckpointConnector:
         self.trainer = trainer
 
     def save_now(self) -> None:
-        """Write the checkpoint of the step whose values the running closure holds."""
+        """Write the checkpoint of the step whose values the running closure holds, after
+        checking that this run still holds the lock of model_dir
+        (`ModelDirLock.verify`: `ModelDirLockLostError` before anything is written)."""
         t = self.trainer
         step = t._closure_global_step()
         path = t.checkpoint.path_for(step)
+        t._model_dir_lock.verify(f"writing the checkpoint {path}")  # a second run may have locked model_dir anew
         state = checkpoint_state.capture(t.model, t.optimizer, t.schedulers, t.grad_scaler, step,
                                          batches_consumed=t._fit_position + step - t._fit_start)
         callbacks = checkpoint_state.callback_states(t.callbacks)

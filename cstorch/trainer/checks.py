@@ -1,9 +1,10 @@
 """`ConfigError` and the small checks of YAML values that the trainer's configuration
 modules share (`specs/`, `config.py`, `legacy.py`, `cli.py`): unknown keys (the error
 names the full key path and the closest valid keys), mappings, numbers (finite ones for
-hyper-parameters), the device names, `model_dir`, and the keyword arguments of the
-classes a YAML names (checked against their signatures; built with errors naming the
-key). A leaf module: it imports nothing of the trainer.
+hyper-parameters, learning rates >= 0, seeds in torch's range), the device names,
+`model_dir`, and the keyword arguments of the classes a YAML names (checked against
+their signatures; built with errors naming the key). A leaf module: it imports nothing
+of the trainer.
 
 An error message shows a value with `show(value)`, never with its whole `repr`: a value
 read from YAML may be huge (a few hundred bytes of nested aliases expand to billions of
@@ -177,10 +178,55 @@ def check_finite(value, path: str, strings: bool = False) -> None:
                           f"valid hyper-parameters.")
 
 
+#: the seeds `torch.manual_seed` accepts: the 64-bit integers, signed or unsigned
+SEED_MIN, SEED_MAX = -2 ** 63, 2 ** 64 - 1
+
+
+def seed_problem(seed) -> Optional[str]:
+    """Why `seed` (an integer) cannot seed the run, or None: it is outside what
+    `torch.manual_seed` accepts (`SEED_MIN` .. `SEED_MAX`)."""
+    if SEED_MIN <= seed <= SEED_MAX:
+        return None
+    return (f"must be an integer from -2**63 to 2**64 - 1 (what torch.manual_seed accepts), got {show(seed)}; "
+            f"give a smaller seed.")
+
+
+#: the arguments of optimizers and learning-rate schedulers that are learning rates
+LEARNING_RATE_KEYS = frozenset({"lr", "learning_rate", "learning_rates", "initial_learning_rate",
+                                "end_learning_rate", "eta_min", "base_lr", "max_lr"})
+
+
+def check_learning_rate(value, path: str, strings: bool = False) -> None:
+    """ConfigError naming the key path of the first negative number in `value` (a
+    learning rate: a number, or a list of them; `path` is its key path), as the
+    optimizers refuse a negative learning rate. With `strings`, a numeric string counts
+    as its number. Run after `check_finite`."""
+    items = [(path, value)] if not isinstance(value, list) else [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    for where, v in items:
+        number = v
+        if strings and isinstance(v, str):
+            try:
+                number = float(v)
+            except ValueError:
+                continue
+        if is_number(number) and number < 0:
+            raise ConfigError(f"{where} must be >= 0, got {show(v)}; a learning rate cannot be negative (the "
+                              f"optimizers refuse it).")
+
+
+def check_learning_rates(kwargs: dict, path: str, strings: bool = False) -> None:
+    """`check_learning_rate` on every argument of `kwargs` named in `LEARNING_RATE_KEYS`
+    (`path` is the key path of `kwargs`)."""
+    for key, value in kwargs.items():
+        if key in LEARNING_RATE_KEYS:
+            check_learning_rate(value, f"{path}.{key}", strings)
+
+
 def model_dir_problem(model_dir) -> Optional[str]:
     """Why `model_dir` (relative: to the working directory) cannot be the run's folder,
-    or None: it, or a folder above it, exists and is not a folder. The reason names the
-    path and says how to fix it."""
+    or None: it, or a folder above it, exists and is not a folder; or the nearest of them
+    that exists is a folder this user (its effective ids) cannot write into. The reason
+    names the path and says how to fix it."""
     path = os.path.abspath(os.fspath(model_dir))
     probe = path
     while not os.path.lexists(probe):
@@ -189,7 +235,12 @@ def model_dir_problem(model_dir) -> Optional[str]:
             return None
         probe = parent
     if os.path.isdir(probe):
-        return None
+        effective = os.access in os.supports_effective_ids
+        if os.access(probe, os.W_OK | os.X_OK, effective_ids=effective):
+            return None
+        where = "" if probe == path else f" (it would be made in {probe!r})"
+        return (f"{path!r} cannot be written by this user{where}: the run writes its lock file, checkpoints and logs "
+                f"inside model_dir. Give a model_dir this user can write, or change the folder's permissions.")
     what = "is a file" if probe == path else f"is under {probe!r}, which is a file"
     return (f"{path!r} {what}, not a folder: the run writes its checkpoints and logs inside model_dir. Give "
             f"another model_dir (a folder, or a path where one can be made), or move the file away.")

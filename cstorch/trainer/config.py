@@ -10,7 +10,10 @@ Pipeline, and the contract of each step:
 * `load_params(path)`: the YAML file as a dict (`ConfigError` naming the path when the
   file is missing or is not valid YAML). Two YAML pitfalls are closed: `1e-3` is read
   as a float (YAML 1.1 would read it as a string) and a key given twice in one mapping
-  is an error (YAML would silently keep the last one).
+  is an error (YAML would silently keep the last one). Mappings and lists nested more
+  than `MAX_NESTING` levels deep, written out or through aliases, are refused with the
+  line where the limit is passed (the reader, and every check after it, would
+  otherwise exhaust Python's recursion limit).
 * `is_legacy(params)` / `convert_legacy(params)`: the flat `runconfig:` format -> the
   `trainer:` format (the mapping table is in `legacy.py`).
 * `trainer_dicts(params)`: the trainer dicts of a params dict (a list under `trainer:`
@@ -57,8 +60,46 @@ from .specs import DEFAULT_MODEL_DIR, TrainerSpec, check_one_backend
 # ======================================================================================
 # loading
 # ======================================================================================
+#: the deepest nesting of mappings and lists a params file may have (aliases followed)
+MAX_NESTING = 100
+
+
+class _TooDeep(yaml.YAMLError):
+    """A value nested more than MAX_NESTING levels deep (at `mark`)."""
+
+    def __init__(self, mark):
+        super().__init__(mark)
+        self.mark = mark
+
+
 class _Loader(yaml.SafeLoader):
-    """safe_load, plus floats without a dot (`1e-3`) and an error on duplicate keys."""
+    """safe_load, plus floats without a dot (`1e-3`), an error on duplicate keys and on
+    nesting deeper than MAX_NESTING. The depth of a composed node is counted through
+    aliases: a node's height is one more than its highest child's, an alias having the
+    height of the node it names."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+        self._heights: dict[int, int] = {}  # id(node) -> height (0 for a scalar), for the composed nodes
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise _TooDeep(self.peek_event().start_mark)
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if id(node) not in self._heights:
+            children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                        else node.value if isinstance(node, yaml.SequenceNode) else [])
+            # a child still being composed (an alias to an enclosing node) adds nothing here
+            height = 1 + max((self._heights.get(id(c), 0) for c in children), default=-1)
+            if height > MAX_NESTING:
+                raise _TooDeep(node.start_mark)
+            self._heights[id(node)] = height
+        return node
 
     def construct_mapping(self, node, deep=False):
         seen = {}
@@ -92,6 +133,11 @@ def load_params(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             params = yaml.load(f, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except _TooDeep as e:
+        raise ConfigError(f"params file {path!r} nests mappings and lists more than {MAX_NESTING} levels deep (counting "
+                          f"through aliases), passing the limit at line {e.mark.line + 1}, column "
+                          f"{e.mark.column + 1}. A trainer config needs a few levels; remove the excess "
+                          f"nesting.") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"params file {path!r} is not valid YAML: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -172,5 +218,5 @@ def mode_of(method: str, specs: list[TrainerSpec]) -> str:
     return next(mode for mode in modes if not RUN_MODES[mode].validates)
 
 
-__all__ = ["ConfigError", "RunMode", "RUN_MODES", "MODES", "DEFAULT_MODEL_DIR", "load_params", "is_legacy",
+__all__ = ["ConfigError", "RunMode", "RUN_MODES", "MODES", "DEFAULT_MODEL_DIR", "MAX_NESTING", "load_params", "is_legacy",
            "convert_legacy", "unwrap_trainer", "trainer_dicts", "mode_of", "validate_params", "validate_trainer"]

@@ -20,6 +20,16 @@ released it takes it again.
 * Where the file system refuses flock (some network file systems), a warning says that
   runs sharing the model_dir are not detected, and the run goes on. Without `fcntl`
   (Windows) there is no lock.
+* A child made by `fork` (multiprocessing, fork-based DataLoader workers) inherits the
+  lock file's descriptor, and with it the flock, which would outlive a killed run for as
+  long as the child lives: the child closes the descriptor at once (`os.register_at_fork`;
+  closing, not unlocking, which would unlock the parent too) and holds no lock.
+* `verify()`, before each checkpoint, checks that the file at the lock's path is still the
+  one locked: a lock file deleted or replaced (or model_dir removed and made anew) while
+  the run goes on lets a second run lock a new file, and both would write into one folder,
+  so the run stops with `ModelDirLockLostError` before it writes.
+* A model_dir (or lock file) this user cannot create or open is a `ConfigError` naming
+  model_dir (the CLI's exit status 2), not a PermissionError.
 """
 from __future__ import annotations
 
@@ -49,12 +59,20 @@ class ModelDirInUseError(ConfigError):
     """Another run (another process) holds the lock of this model_dir."""
 
 
+class ModelDirLockLostError(ModelDirInUseError):
+    """The lock file of this run's model_dir was deleted or replaced while the run went on
+    (or this process is a fork of the run, which holds no lock): another run may be
+    writing into model_dir too, so this one stops before writing a checkpoint."""
+
+
 class _Flock:
-    """The process's flock on one lock file, and how many claims share it."""
+    """The process's flock on one lock file, and how many claims share it. `forked`: this
+    is a forked child's copy, whose descriptor was closed (the parent holds the flock)."""
 
     def __init__(self, fd: Optional[int]):
         self.fd = fd
         self.claims = 0
+        self.forked = False
 
     def is_file(self, path: str) -> bool:
         """Whether `path` is still the file this flock holds (not deleted and made anew)."""
@@ -69,6 +87,24 @@ class _Flock:
 
 _HELD: dict[str, _Flock] = {}  # real path of the lock file -> the process's flock of it
 _MUTEX = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """In a child made by fork: close the inherited lock descriptors (the flock stays the
+    parent's; LOCK_UN would release it for both) and forget them."""
+    global _MUTEX
+    _MUTEX = threading.Lock()  # another thread may have held it at the fork
+    for flock in _HELD.values():
+        if flock.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(flock.fd)
+            flock.fd = None
+        flock.forked = True
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _holder_text(fd: int) -> str:
@@ -147,14 +183,40 @@ class ModelDirLock:
     def acquire(self) -> None:
         if self.held or fcntl is None:
             return
-        os.makedirs(self.model_dir, exist_ok=True)
-        key = os.path.realpath(self.path)
-        with _MUTEX:
-            flock = _HELD.get(key)
-            if flock is None or not flock.is_file(self.path):
-                flock = _HELD[key] = _Flock(_flock(self.path))
-            flock.claims += 1
+        try:
+            os.makedirs(self.model_dir, exist_ok=True)
+            key = os.path.realpath(self.path)
+            with _MUTEX:
+                flock = _HELD.get(key)
+                if flock is None or not flock.is_file(self.path):
+                    flock = _HELD[key] = _Flock(_flock(self.path))
+                flock.claims += 1
+        except OSError as e:
+            raise ConfigError(
+                f"model_dir {self.model_dir} cannot be written: {e.strerror or e} ({e.filename or self.path}). The run "
+                f"writes its lock file, checkpoints and logs inside model_dir; give a model_dir this user can "
+                f"write (or change the folder's permissions).") from None
         self._claim = key, flock
+
+    def verify(self, before: str = "going on") -> None:
+        """ModelDirLockLostError when this claim's lock is no longer the file at the lock's
+        path (deleted, replaced, model_dir removed and made anew) or this process is a
+        fork of the run that took it; `before` says what the run was about to do. Nothing
+        when the lock is not held or the file system cannot lock."""
+        if self._claim is None:
+            return
+        flock = self._claim[1]
+        if flock.forked:
+            raise ModelDirLockLostError(
+                f"This process (pid {os.getpid()}) is a fork of the run that holds the lock of model_dir "
+                f"{self.model_dir} and holds no lock itself; it stops before {before}. Run the Trainer in the "
+                f"process that built it.")
+        if flock.fd is not None and not flock.is_file(self.path):
+            raise ModelDirLockLostError(
+                f"The lock file {self.path} of model_dir {self.model_dir} was deleted or replaced while this run (pid "
+                f"{os.getpid()}) went on, so another run may have locked model_dir and be writing into it too. This "
+                f"run stops before {before}. Make sure no other run uses {self.model_dir}, then restart this run "
+                f"(it resumes from its last checkpoint), or give it another model_dir.")
 
     def release(self) -> None:
         claim, self._claim = self._claim, None
@@ -182,4 +244,4 @@ class ModelDirLock:
                 self.release()
 
 
-__all__ = ["ModelDirLock", "ModelDirInUseError", "LOCK_NAME"]
+__all__ = ["ModelDirLock", "ModelDirInUseError", "ModelDirLockLostError", "LOCK_NAME"]

@@ -15,6 +15,8 @@ import torch
 import cstorch
 from cstorch.storage import H5Tensor, PickledObject
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def _state():
     w = torch.randn(3, 4)
@@ -251,6 +253,7 @@ def test_shape_mismatch_on_load_state_dict(tmp_path):
 # -- a process killed while saving ------------------------------------------------------------
 _SLOW_SAVE = textwrap.dedent("""
     import sys, time, torch, cstorch
+    from cstorch.storage import h5
     from cstorch_jax import LazyTensor
 
     class Slow(LazyTensor):
@@ -259,15 +262,22 @@ _SLOW_SAVE = textwrap.dedent("""
             time.sleep(60)
             return torch.zeros(4)
 
+    if sys.argv[3] == "in_memory":
+        h5.room = lambda folder: 0  # as on a disk without room for the most the file can take
     cstorch.save({"w": torch.randn(256, 256), "slow": Slow((4,), torch.float32)}, sys.argv[1])
 """)
 
 
-def test_a_process_killed_during_a_save_leaves_the_previous_checkpoint_intact(tmp_path):
+@pytest.mark.parametrize("where", ["in_place", "in_memory"])
+def test_a_process_killed_during_a_save_leaves_the_previous_checkpoint_intact(tmp_path, where):
+    """Killed while HDF5 writes in place (a disk with room), the save leaves its temporary
+    file (which the next save into the folder removes); killed while the file is built in
+    memory (a disk without room for the most it can take), nothing."""
     previous = tmp_path / "ckpt_1.mdl"
     cstorch.save({"w": torch.arange(6.0)}, previous)
     target, started = tmp_path / "ckpt_2.mdl", tmp_path / "started"
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target), str(started)])
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target), str(started), where],
+                            env=dict(os.environ, PYTHONPATH=ROOT))
     try:
         deadline = time.time() + 60
         while not started.exists():
@@ -282,11 +292,116 @@ def test_a_process_killed_during_a_save_leaves_the_previous_checkpoint_intact(tm
     assert not target.exists()
     assert torch.equal(cstorch.load(previous)["w"] + 0, torch.arange(6.0))
     leftovers = [p for p in tmp_path.iterdir() if p.name.startswith("ckpt_2.mdl.") and p.suffix == ".tmp"]
+    if where == "in_memory":
+        assert leftovers == []
+        return
     assert len(leftovers) == 1
     with pytest.raises(RuntimeError, match="truncated or corrupt|partially written"):
         cstorch.load(leftovers[0])
     cstorch.save({"w": torch.ones(2)}, tmp_path / "ckpt_3.mdl")  # the next save into the folder removes it
     assert not leftovers[0].exists() and not target.exists()
+
+
+# -- a full disk -----------------------------------------------------------------------------
+_FULL_DISK = textwrap.dedent("""
+    import os, resource, signal, sys, torch, cstorch
+
+    folder, limit = sys.argv[1], int(sys.argv[2])
+    torch.manual_seed(0)
+    cstorch.save({"w": torch.randn(200, 500), "b": torch.arange(7.0)}, os.path.join(folder, "ckpt_1.mdl"))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    error = None
+    for i, size in enumerate((10, 100_000, 250_000)):  # fits, fails midway, fails early
+        try:
+            cstorch.save({"w": torch.randn(size), "v": torch.randn(100, 10)}, os.path.join(folder, f"ckpt_{i + 2}.mdl"))
+        except OSError as e:
+            print("refused:", e, flush=True)
+            error = e
+    raise error
+""")
+
+
+def test_a_save_that_runs_out_of_space_fails_cleanly_and_keeps_the_previous_checkpoint(tmp_path):
+    """Saves past a file-size limit (EFBIG, as a full disk gives ENOSPC) raise an OSError that
+    names the file and the cause; the process then ends with its exception (status 1), never a
+    signal (HDF5 used to keep the failed file's datasets open and flush them again at exit:
+    SIGSEGV); no temporary file is left and the earlier checkpoint loads its values."""
+    limit = 256 << 10
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path), str(limit)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-3000:])
+    refusals = [line for line in proc.stdout.splitlines() if line.startswith("refused:")]
+    assert len(refusals) == 2, proc.stdout + proc.stderr[-3000:]  # the small save fits under the limit
+    for line, name in zip(refusals, ("ckpt_3.mdl", "ckpt_4.mdl")):
+        assert name in line and "File too large" in line and "earlier checkpoints" in line, line
+    assert "Exception ignored" not in proc.stderr, proc.stderr[-3000:]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt_1.mdl", "ckpt_2.mdl"]
+    torch.manual_seed(0)
+    w = torch.randn(200, 500)
+    state = cstorch.load(tmp_path / "ckpt_1.mdl")
+    assert torch.equal(state["w"] + 0, w) and torch.equal(state["b"] + 0, torch.arange(7.0))
+    assert cstorch.load(tmp_path / "ckpt_2.mdl")["v"].shape == (100, 10)
+
+
+def _odd_state():
+    """Incompressible arrays of shapes whose edge chunks are padded, every kind of entry."""
+    g = torch.Generator().manual_seed(1)
+    return {**_state(), "pickled": PickledObject("pickled", b"x" * 1000), "blob": np.frombuffer(
+        torch.randint(0, 256, (3000,), dtype=torch.uint8, generator=g).numpy().tobytes(), np.uint8),
+            "odd": torch.randn(3, 5, 7, 11, generator=g), "tall": torch.randn(1025, 3, generator=g),
+            "bf": torch.randn(257, 129, generator=g).to(torch.bfloat16), "zero_d": torch.tensor(2.5)}
+
+
+def _without_end_of_file(data: bytes, length: int) -> bytes:
+    """The first `length` bytes of an H5 file but the end-of-file address of its superblock
+    (version 3: 8 bytes at offset 28) and the superblock's checksum (4 bytes at 44)."""
+    sb = data.index(b"\x89HDF\r\n\x1a\n")
+    return data[:sb + 28] + data[sb + 36:sb + 44] + data[sb + 48:length]
+
+
+def test_in_memory_and_in_place_writes_give_the_same_file(tmp_path):
+    """The file built in memory holds HDF5's objects at the offsets, and with the bytes, of
+    the file HDF5 writes in place; it only keeps the free space HDF5 trims from the end of a
+    file on disk when closing it (zeros), its superblock giving that length."""
+    from cstorch.storage import h5
+    from cstorch.storage.layout import layout_of
+
+    files, small = {}, {"w": torch.randn(3, 4)}
+    for state in (_odd_state(), _state(), small):
+        layout = layout_of(state)
+        for in_place in (True, False):
+            path = tmp_path / f"in_place_{in_place}.mdl"
+            path.unlink(missing_ok=True)
+            h5._write_file(layout, str(path), lambda: None, in_place=in_place)
+            files[in_place] = path.read_bytes()
+        on_disk, in_memory = files[True], files[False]
+        sb = on_disk.index(b"\x89HDF\r\n\x1a\n")
+        for data in (on_disk, in_memory):
+            assert int.from_bytes(data[sb + 28:sb + 36], "little") == len(data)
+        assert len(in_memory) - len(on_disk) in range(0, 4097)
+        assert _without_end_of_file(in_memory, len(on_disk)) == _without_end_of_file(on_disk, len(on_disk))
+        assert not any(in_memory[len(on_disk):])
+    assert torch.equal(cstorch.load(tmp_path / "in_place_False.mdl")["w"] + 0, small["w"])
+
+
+def test_the_size_bound_holds_and_decides_where_the_file_is_built(tmp_path, monkeypatch):
+    from cstorch.storage import h5
+    from cstorch.storage.layout import Entry, layout_of
+
+    layout = layout_of(_odd_state())
+    path = tmp_path / "c.mdl"
+    cstorch.save(_odd_state(), path)
+    bound = h5.size_bound(layout, 0)
+    assert os.path.getsize(path) <= bound
+    assert h5.writes_in_place(layout, str(tmp_path), 4096)  # the disk has room for it
+    monkeypatch.setattr(h5, "room", lambda folder: bound + 4096 - 1)
+    assert not h5.writes_in_place(layout, str(tmp_path), 4096)  # no room for the most it can take
+    monkeypatch.undo()
+    layout.entries.append(Entry("unknown", {"__TYPE__": "NumpyArraySerializer", "__NUMPY__": True,
+                                            "is_bfloat16": False}, lambda: np.zeros(3)))
+    assert h5.size_bound(layout, 4096) is None and not h5.writes_in_place(layout, str(tmp_path), 4096)
 
 
 def test_torch_pickle_with_objects_needs_allow_pickle(tmp_path):

@@ -4,23 +4,29 @@ A second process stops at once with an error naming the holder's pid and host; o
 holder died (SIGKILL: the kernel drops its flock) the next run takes the stale lock over
 with a note. The lock is held from the Trainer's construction to the end of each
 fit / validate / validate_all (also when it raises); within one process several
-Trainers may share a model_dir."""
+Trainers may share a model_dir. Issue 49: a child made by fork does not hold the lock
+after its parent died; a lock file deleted or replaced during a run stops the run before
+its next checkpoint; a model_dir the user cannot write is a configuration error."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import stat
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 import cstorch
-from cstorch.trainer import Callback, Trainer, TrainingLoop, ValidationLoop
+from cstorch.trainer import Callback, Checkpoint, Trainer, TrainingLoop, ValidationLoop
 from toy import Net, loader, sgd
 
 HOLDER = textwrap.dedent('''
@@ -160,3 +166,162 @@ def test_a_model_dir_deleted_and_made_anew_is_locked_anew(tmp_path):
     assert is_locked(model_dir)  # releasing the old file's lock leaves the new one held
     second.finalize()
     assert not is_locked(model_dir)
+
+
+# -- issue 49 ---------------------------------------------------------------------------------------
+FORKING_HOLDER = textwrap.dedent('''
+    import multiprocessing, sys, time
+    import torch
+    from cstorch.trainer import Trainer
+
+    Trainer(device="CPU", model_dir=sys.argv[1], model=torch.nn.Linear(2, 2), seed=0, loggers=[])
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(300,))  # a fork-based worker
+    child.start()
+    print("ready", child.pid, flush=True)
+    time.sleep(300)
+''')
+
+
+def test_a_forked_child_does_not_keep_the_lock_after_its_parent_died(tmp_path):
+    """A child made by fork (multiprocessing, fork-based DataLoader workers) inherits the
+    lock file's descriptor: it used to keep the lock after the run was killed, and the next
+    run was refused ("in use by pid <dead pid>") for as long as the child lived."""
+    model_dir = tmp_path / "model"
+    script = tmp_path / "holder.py"
+    script.write_text(FORKING_HOLDER)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.Popen([sys.executable, str(script), str(model_dir)], stdout=subprocess.PIPE, text=True,
+                            cwd=str(tmp_path), env=env)
+    child = None
+    try:
+        word, child = proc.stdout.readline().split()
+        child = int(child)
+        assert word == "ready"
+        assert is_locked(model_dir)  # the parent still holds it: the child did not unlock it for both
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        os.kill(child, 0)  # the child lives on
+        assert not is_locked(model_dir)
+        trainer(model_dir).finalize()  # the next run starts (taking over the dead run's lock)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+
+
+class BreakTheLock(Callback):
+    """Before the second batch, does to model_dir what `how` says."""
+
+    def __init__(self, how: str):
+        self.how = how
+
+    def on_train_batch_start(self, trainer, model, batch, batch_idx):
+        if batch_idx != 1:
+            return
+        lock = trainer.model_dir / ".cstorch.lock"
+        if self.how == "deleted":
+            lock.unlink()
+        elif self.how == "replaced":
+            lock.unlink()
+            lock.write_text("another run's lock")
+        else:  # the folder removed and made anew
+            shutil.rmtree(trainer.model_dir)
+            trainer.model_dir.mkdir()
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced", "folder_recreated"])
+def test_a_lock_file_deleted_or_replaced_during_a_run_stops_it_before_it_writes(tmp_path, how):
+    """A second run would lock the new file and both would write checkpoints into one folder:
+    the run checks, before each checkpoint, that the file at the lock's path is the one it
+    locked, and stops with an error saying what happened."""
+    model_dir = tmp_path / "model"
+    t = trainer(model_dir, loop=TrainingLoop(num_steps=3), checkpoint=Checkpoint(steps=1),
+                callbacks=[BreakTheLock(how)])
+    with pytest.raises(cstorch.trainer.ModelDirLockLostError) as info:
+        t.fit(loader())
+    message = str(info.value)
+    assert str(model_dir / ".cstorch.lock") in message and "deleted or replaced" in message, message
+    assert "checkpoint_2.mdl" in message and "another run" in message, message
+    assert not (model_dir / "checkpoint_2.mdl").exists()
+    assert (model_dir / "checkpoint_1.mdl").exists() == (how != "folder_recreated")
+    if how == "replaced":
+        assert (model_dir / ".cstorch.lock").read_text() == "another run's lock"  # not touched by the release
+    assert not is_locked(model_dir)
+
+
+UNWRITABLE = textwrap.dedent('''
+    import os, sys
+    import torch
+    from cstorch.trainer import Trainer, cli
+    from cstorch.trainer.model_dir_lock import ModelDirLock
+
+    if os.geteuid() == 0:  # root writes anywhere: act as an unprivileged user
+        os.setegid(65534)
+        os.seteuid(65534)
+    how, model_dir = sys.argv[1], sys.argv[2]
+    if how == "cli":
+        sys.exit(cli.main(["fit", sys.argv[3]]))
+    if how == "trainer":
+        Trainer(device="CPU", model_dir=model_dir, model=torch.nn.Linear(2, 2), seed=0, loggers=[])
+    else:
+        ModelDirLock(model_dir).acquire()
+''')
+
+
+@pytest.fixture
+def readable_dir():
+    """A folder every user can read (pytest's own temporary folders are private to their
+    user), removed after the test."""
+    path = Path(tempfile.mkdtemp(prefix="cstorch-lock-"))
+    path.chmod(0o755)
+    yield path
+    for p in path.rglob("*"):
+        if p.is_dir():
+            p.chmod(0o755)
+    shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("how", ["cli", "trainer", "lock"])
+def test_a_model_dir_the_user_cannot_write_is_a_config_error(readable_dir, how):
+    """It used to end with a PermissionError traceback (exit 1); the CLI exits 2 with a
+    message naming model_dir, the Trainer raises a ValueError naming it, the lock a
+    ConfigError (the case the checks before it cannot see: the folder made read-only after
+    them, or a file system that refuses what the permissions allow)."""
+    shutil.copyfile(Path(__file__).with_name("yaml_toy.py"), readable_dir / "toy.py")
+    (readable_dir / "toy.py").chmod(0o644)
+    locked = readable_dir / "locked"
+    locked.mkdir()
+    model_dir = locked if how == "lock" else locked / "model"
+    params = readable_dir / "params.yaml"
+    params.write_text(textwrap.dedent(f"""\
+        trainer:
+          init:
+            device: CPU
+            model_dir: {model_dir}
+            seed: 1
+            model: {{name: toy.py:Toy}}
+            optimizer: {{SGD: {{lr: 0.1}}}}
+            loop: {{max_steps: 2}}
+            loggers: []
+          fit:
+            train_dataloader: {{data_processor: toy.py:ToyData, batch_size: 4}}
+        """))
+    params.chmod(0o644)
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run([sys.executable, "-c", UNWRITABLE, how, str(model_dir), str(params)], capture_output=True,
+                          text=True, timeout=120, cwd=str(readable_dir), env=env)
+    err = proc.stderr
+    if how == "cli":
+        assert proc.returncode == 2, err[-3000:]
+        assert err.startswith("cstorch: error: trainer.init.model_dir") and "Traceback" not in err, err[-3000:]
+    else:
+        assert proc.returncode == 1, err[-3000:]
+        expected = "ValueError: model_dir" if how == "trainer" else "ConfigError: model_dir"
+        assert expected in err and "PermissionError" not in err, err[-3000:]
+    assert str(model_dir) in err and "cannot be written" in err and "model_dir" in err, err[-3000:]
+    assert os.listdir(locked) == []

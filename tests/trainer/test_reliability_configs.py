@@ -6,11 +6,16 @@ clear error, or (a NaN static argument that does not change) is not an error at 
     torch's message (Python), never a torch INTERNAL ASSERT during capture;
 (c) a NaN static argument of a traced step that stays NaN is no change;
 (d) an empty train loader with num_epochs: the error says the loader is empty;
-(e) a model_dir that is a file (or under one): a ConfigError / ValueError, nothing built.
+(e) a model_dir that is a file (or under one): a ConfigError / ValueError, nothing built;
+(f) a YAML nested deeper than `config.MAX_NESTING` (written out, or through aliases): refused
+    with a message, never a RecursionError;
+(g) values out of their real range (issue 49): a seed torch.manual_seed refuses, a negative
+    learning rate: refused with the key's name (the CLI exits 2), never a traceback.
 """
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 import time
 
@@ -305,3 +310,166 @@ def test_a_model_dir_that_is_a_file_is_refused_by_the_trainer(tmp_path, under):
     with pytest.raises(ValueError, match=r"model_dir .*is a file.*another model_dir"):
         Trainer(device="CPU", model_dir=str(blocker / "sub" if under else blocker), model=Net, seed=1, loggers=[])
     assert cstorch.backend() is None
+
+
+# ======================================================================================
+# (f) deep nesting
+# ======================================================================================
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("how", ["written", "aliases"])
+def test_a_yaml_nested_too_deep_is_refused_with_a_message(toy_dir, capsys, how):
+    """1,000 levels in 2 kB of YAML (or a chain of aliases, each list holding the previous
+    one) gave a RecursionError traceback from the YAML reader."""
+    from cstorch.trainer import cli
+
+    params = trainer_dict(toy_dir)
+    text = yaml_text(params)
+    if how == "written":
+        deep = _nested(1000)
+        assert len(deep) == 2000
+    else:
+        deep = "[" + ", ".join(["&l0 [x]"] + [f"&l{i} [*l{i - 1}]" for i in range(1, 1000)]) + "]"
+    model = "model: {name: 'toy.py:Toy'}"
+    assert text.splitlines()[5].strip() == model
+    path = toy_dir / "deep.yaml"
+    path.write_text(text.replace(model, f"model: {{name: 'toy.py:Toy', width: {deep}}}"))
+    with pytest.raises(ConfigError, match=rf"params file .*deep.yaml.* nests mappings and lists more than "
+                                          rf"{config.MAX_NESTING} levels deep .*line 6"):
+        config.load_params(path)
+    assert cli.main(["fit", str(path)]) == 2
+    assert "nests mappings and lists" in capsys.readouterr().err
+    assert cstorch.backend() is None
+
+
+def test_nesting_up_to_the_limit_is_read(toy_dir):
+    path = toy_dir / "deep.yaml"
+    path.write_text(f"a: {_nested(config.MAX_NESTING - 1)}\n")  # the top mapping is one level
+    value = config.load_params(path)["a"]
+    for _ in range(config.MAX_NESTING - 2):
+        (value,) = value
+    assert value == []
+
+
+# ======================================================================================
+# (g) values out of their real range
+# ======================================================================================
+def yaml_text(params: dict) -> str:
+    """The `trainer:` YAML of a trainer dict, written as a user would (flow-style leaves)."""
+    import yaml
+
+    return yaml.safe_dump({"trainer": params}, default_flow_style=None, sort_keys=False)
+
+
+SEEDS_OUT = [2 ** 70, 2 ** 64, -2 ** 63 - 1]
+
+
+@pytest.mark.parametrize("seed", SEEDS_OUT, ids=str)
+def test_a_seed_out_of_torch_range_is_a_config_error(toy_dir, seed):
+    params = trainer_dict(toy_dir)
+    params["init"]["seed"] = seed
+    with pytest.raises(ConfigError, match=rf"trainer\.init\.seed must be an integer from -2\*\*63 to 2\*\*64 - 1 "
+                                          rf"\(what torch\.manual_seed accepts\), got {seed}"):
+        _validate(toy_dir, params)
+    with pytest.raises(ValueError, match=rf"seed must be an integer from -2\*\*63 to 2\*\*64 - 1.*got {seed}"):
+        Trainer(device="CPU", model_dir=str(toy_dir / "m"), model=Net, seed=seed, loggers=[])
+    assert cstorch.backend() is None and not (toy_dir / "m").exists()
+
+
+@pytest.mark.parametrize("seed", [2 ** 64 - 1, -2 ** 63, 0])
+def test_seeds_at_the_ends_of_the_range_are_accepted(toy_dir, seed):
+    params = trainer_dict(toy_dir)
+    params["init"]["seed"] = seed
+    (spec,) = _validate(toy_dir, params)
+    assert spec.init.seed == seed
+    torch.manual_seed(seed)  # what the Trainer does with it
+    torch.manual_seed(1)
+
+
+def test_the_cli_exits_2_on_a_huge_seed(toy_dir, capsys):
+    from cstorch.trainer import cli
+
+    params = trainer_dict(toy_dir)
+    params["init"]["seed"] = 2 ** 70
+    path = toy_dir / "seed.yaml"
+    path.write_text(yaml_text(params))
+    assert cli.main(["fit", str(path)]) == 2
+    assert "trainer.init.seed must be an integer from -2**63" in capsys.readouterr().err
+    assert cstorch.backend() is None
+
+
+NEGATIVE_LR = [
+    ("init.optimizer.AdamW.lr", -0.1, r"trainer\.init\.optimizer\.AdamW\.lr must be >= 0"),
+    ("init.optimizer", {"SGD": {"learning_rate": -1e-3}}, r"trainer\.init\.optimizer\.SGD\.learning_rate must be >= 0"),
+    ("init.schedulers.0.CosineDecayLR.initial_learning_rate", -0.1,
+     r"trainer\.init\.schedulers\[0\]\.CosineDecayLR\.initial_learning_rate must be >= 0"),
+    ("init.schedulers.0.CosineDecayLR.end_learning_rate", -1e-5,
+     r"trainer\.init\.schedulers\[0\]\.CosineDecayLR\.end_learning_rate must be >= 0"),
+    ("init.schedulers", [{"SequentialLR": {"schedulers": [
+        {"ConstantLR": {"learning_rate": -0.1, "total_iters": 2}},
+        {"ConstantLR": {"learning_rate": 0.1}}]}}],
+     r"trainer\.init\.schedulers\[0\]\.SequentialLR\.schedulers\[0\]\.ConstantLR\.learning_rate must be >= 0"),
+    ("init.schedulers", [{"PiecewiseConstantLR": {"learning_rates": [0.1, -0.01], "milestones": [2]}}],
+     r"trainer\.init\.schedulers\[0\]\.PiecewiseConstantLR\.learning_rates\[1\] must be >= 0"),
+    ("init.schedulers", [{"learning_rate": -0.1}], r"trainer\.init\.schedulers\[0\]\.learning_rate must be >= 0"),
+    ("init.schedulers", [{"learning_rate": "-0.1"}],
+     r"trainer\.init\.schedulers\[0\]\.learning_rate must be >= 0(?=, got '-0\.1')"),
+    ("init.schedulers", [{"learning_rate": [{"scheduler": "Linear", "initial_learning_rate": 0.0,
+                                             "end_learning_rate": -0.1, "total_iters": 2}]}],
+     r"trainer\.init\.schedulers\[0\]\.learning_rate\[0\]\.end_learning_rate must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("key, value, message", NEGATIVE_LR, ids=[n[0] + "=" + repr(n[1])[:20] for n in NEGATIVE_LR])
+def test_negative_learning_rates_in_yaml_are_refused_with_their_key(toy_dir, key, value, message):
+    params = trainer_dict(toy_dir)
+    _set(params, key, value)
+    with pytest.raises(ConfigError, match=message + r", got .*a learning rate cannot be negative"):
+        _validate(toy_dir, params)
+
+
+OPTIMIZER_OUT_OF_RANGE = [
+    ({"SGD": {"lr": 0.1, "momentum": -1}}, "Invalid momentum value: -1"),
+    ({"SGD": {"lr": 0.1, "weight_decay": -0.5}}, "Invalid weight_decay value: -0.5"),
+    ({"SGD": {"lr": 0.1, "nesterov": True}}, "Nesterov momentum requires a momentum and zero dampening"),
+    ({"AdamW": {"lr": 0.1, "betas": [1.5, 0.9]}}, "Invalid beta parameter at index 0: 1.5"),
+    ({"AdamW": {"lr": 0.1, "eps": -1e-8}}, "Invalid epsilon value: -1e-08"),
+]
+
+
+@pytest.mark.parametrize("optimizer, message", OPTIMIZER_OUT_OF_RANGE, ids=[m for _, m in OPTIMIZER_OUT_OF_RANGE])
+def test_optimizer_arguments_out_of_their_range_are_refused_while_parsing(toy_dir, optimizer, message):
+    """The optimizer's own checks run on the YAML's arguments before anything is built (a
+    negative momentum used to exit 1 with a traceback from the optimizer's constructor; a
+    negative weight_decay, which goes to the param groups, used to train)."""
+    params = trainer_dict(toy_dir)
+    params["init"]["optimizer"] = optimizer
+    (name,) = optimizer
+    with pytest.raises(ConfigError, match=rf"trainer\.init\.optimizer\.{name}: {re.escape(message)}"):
+        _validate(toy_dir, params)
+
+
+def test_a_zero_learning_rate_is_accepted(toy_dir):
+    params = trainer_dict(toy_dir)
+    _set(params, "init.optimizer.AdamW.lr", 0.0)
+    _set(params, "init.schedulers.0.CosineDecayLR.end_learning_rate", 0)
+    _validate(toy_dir, params)
+
+
+def test_the_cli_exits_2_on_a_negative_lr_as_on_a_nan_one(toy_dir, capsys):
+    from cstorch.trainer import cli
+
+    for lr, message in (("-0.1", "trainer.init.optimizer.SGD.lr must be >= 0, got -0.1"),
+                        (".nan", "trainer.init.optimizer.SGD.lr must be a finite number, got nan")):
+        params = trainer_dict(toy_dir)
+        params["init"]["optimizer"] = {"SGD": {"lr": 0.5, "momentum": 0.9}}
+        params["init"].pop("schedulers")
+        path = toy_dir / "lr.yaml"
+        text = yaml_text(params)
+        assert "lr: 0.5," in text
+        path.write_text(text.replace("lr: 0.5,", f"lr: {lr},"))
+        assert cli.main(["fit", str(path)]) == 2
+        assert message in capsys.readouterr().err
+        assert cstorch.backend() is None

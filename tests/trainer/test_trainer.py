@@ -478,3 +478,46 @@ def test_the_train_loader_is_built_once_unless_an_epoch_count_needs_its_length(t
     trainer = _trainer("CPU", tmp_path / "epochs", TrainingLoop(num_epochs=2, eval_frequency=None))
     trainer.fit(_counting_loader(calls))
     assert trainer.global_step == 2 * 8  # 64 samples, batches of 8
+
+
+FULL_DISK_RUN = '''
+import os, resource, signal, sys
+sys.path.insert(0, sys.argv[2])
+from cstorch.trainer import Callback, Checkpoint, Trainer, TrainingLoop
+from toy import Net, loader, sgd
+
+
+class FillTheDisk(Callback):
+    """After the first checkpoint, writes past half its size fail (EFBIG, as ENOSPC would)."""
+
+    def on_after_save_checkpoint(self, trainer, ckpt_path):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        limit = os.path.getsize(ckpt_path) // 2
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+
+Trainer(device="CPU", model_dir=sys.argv[1], model=Net, optimizer=sgd(), seed=1, loggers=[],
+        loop=TrainingLoop(num_steps=3), checkpoint=Checkpoint(steps=1), callbacks=[FillTheDisk()]).fit(loader())
+'''
+
+
+def test_a_run_on_a_full_disk_ends_with_the_error_and_its_last_checkpoint(tmp_path):
+    """Issue 49: the run whose checkpoint cannot be written exits with status 1 and the save's
+    error (it used to die of SIGSEGV at exit, HDF5 flushing the failed file's datasets again);
+    its last good checkpoint loads, and no temporary file is left."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    model_dir = tmp_path / "model"
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK_RUN, str(model_dir), str(here)], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(here.parents[1])))
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-3000:])
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("OSError: [Errno 27] Cannot write the checkpoint") and "checkpoint_2.mdl" in last, last
+    assert "earlier checkpoints are untouched" in last, last
+    checkpoints = sorted(p.name for p in model_dir.iterdir() if p.name.startswith("checkpoint_"))
+    assert checkpoints == ["checkpoint_1.mdl"]
+    state = cstorch.load(model_dir / "checkpoint_1.mdl")
+    assert state["global_step"] == 1 and set(state["model"]) == set(Net().state_dict())

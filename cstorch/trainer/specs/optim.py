@@ -18,7 +18,14 @@
 
 Every number among the arguments (nested lists and mappings included: `betas`,
 `adjust_learning_rate`, a schedule's values) must be finite: a NaN or infinite one is a
-ConfigError naming its key path (`checks.check_finite`).
+ConfigError naming its key path (`checks.check_finite`). A learning rate (the optimizer's
+`lr` / `learning_rate`, a learning-rate scheduler's arguments named in
+`checks.LEARNING_RATE_KEYS`) must be >= 0, as the optimizers require
+(`checks.check_learning_rate`). The optimizer's own argument checks (the real API's
+ValueErrors: a negative momentum, epsilon or weight decay, a beta outside [0, 1), ...)
+run on its arguments while parsing, weight_decay included (which the built optimizer
+gets through its param groups, where the class checks nothing): a ConfigError naming the
+optimizer's key path.
 
 Names are looked up in `cstorch.optim.catalog`, the optimizers and schedulers
 `cstorch.optim` defines (nothing else can be named here). Building: `build(model)` /
@@ -35,11 +42,36 @@ from typing import Any, ClassVar, Optional
 import cstorch
 from cstorch.optim import catalog
 
-from ..checks import ConfigError, check_dict, check_finite, check_kwargs, is_int, is_number, show, suggest
+from ..checks import (ConfigError, check_dict, check_finite, check_kwargs, check_learning_rate, check_learning_rates,
+                      is_int, is_number, show, suggest)
 from .base import At, Spec
 
 #: optimizer keys handled by the configuration layer, besides the optimizer's own arguments
 _OPTIMIZER_EXTRA_KEYS = ("lr", "learning_rate", "weight_decay", "adjust_learning_rate")
+
+
+def _check_ranges(target: type, lr, kwargs: dict, path: str) -> None:
+    """Run the optimizer class's own argument checks (`public.check` of a spec optimizer)
+    on the YAML's arguments with the class's defaults filled in; a ValueError becomes a
+    ConfigError naming `path`. Classes without such checks, and arguments the checks
+    cannot compare (strings converted later), are left to the build."""
+    public, signature = getattr(target, "public", None), getattr(target, "_signature", None)
+    if public is None or signature is None:
+        return
+    args = {k: v for k, v in kwargs.items() if k in signature.parameters}
+    if lr is not None:
+        args["lr"] = lr
+    try:
+        bound = signature.bind(**args)
+    except TypeError:  # a required argument missing (lr): the build says so
+        return
+    bound.apply_defaults()
+    try:
+        public.check(dict(bound.arguments))
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e} ({target.__name__} refuses this value; give one in its range).") from None
+    except TypeError:
+        return
 
 
 def _takes(cls, argument: str) -> bool:
@@ -114,6 +146,7 @@ class OptimizerSpec(Spec):
                                       f"scheduler items).")
                 raise ConfigError(f"{p}.{key} must be a number, got {show(lr)}.")
             check_finite(lr, f"{p}.{key}")
+            check_learning_rate(lr, f"{p}.{key}")
         adjust = kwargs.pop("adjust_learning_rate", None)
         if adjust is not None and not (isinstance(adjust, dict) and all(
                 isinstance(k, str) and is_number(v) for k, v in adjust.items())):
@@ -121,6 +154,7 @@ class OptimizerSpec(Spec):
                               f"{show(adjust)}.")
         check_finite(adjust, f"{p}.adjust_learning_rate")
         check_finite(kwargs, p)  # eps, betas, momentum, weight_decay, ...
+        _check_ranges(target, lr, kwargs, p)
         return {"path": p, "name": str(name), "cls": target, "lr": lr, "adjust_learning_rate": adjust,
                 "kwargs": kwargs}
 
@@ -196,6 +230,8 @@ class SchedulerSpec(Spec):
             skip.append("scheduler")
         check_kwargs(target, kwargs, p, skip=tuple(skip))
         check_finite(kwargs, p)
+        if issubclass(target, cstorch.optim.lr_scheduler.LRScheduler):
+            check_learning_rates(kwargs, p)
         fields["kwargs"] = kwargs
         return fields
 
@@ -262,9 +298,11 @@ class LearningRateSpec(Spec):
             except ValueError:
                 raise ConfigError(f"{where} {show(value)} is a string but not a number.") from None
             check_finite(value, where, strings=True)
+            check_learning_rate(value, where, strings=True)
             return {"value": value}
         if is_number(value):
             check_finite(value, where)
+            check_learning_rate(value, where)
             return {"value": value}
         specs = value if isinstance(value, list) else [value]
         if not isinstance(value, (list, dict)) or not specs:
@@ -283,6 +321,7 @@ class LearningRateSpec(Spec):
             extra = ("scheduler", "main_scheduler") + (("total_iters",) if isinstance(value, list) else ())
             check_kwargs(target, spec, w, skip=("optimizer",), extra=extra, renamed=catalog.RENAMED_SCHEDULER_KEYS)
             check_finite(spec, w, strings=True)
+            check_learning_rates(spec, w, strings=True)
         return {"value": copy.deepcopy(value)}
 
     def build(self, optimizer, adjusted: bool):

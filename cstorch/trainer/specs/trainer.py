@@ -14,9 +14,11 @@
 
 `TrainerSpec.parse(value, path, base_dir)` makes it, checking everything that needs no
 backend and no model: unknown keys at every level, every class named and its arguments,
-`device` and `backend` together, `model_dir` null, empty or a file (or under one; a
-relative one is taken from the working directory, as the Trainer does), NaN or infinite
-optimizer / scheduler hyper-parameters (`specs/optim.py`), the train batch size not
+`device` and `backend` together, `model_dir` null, empty, a file (or under one) or a
+folder this user cannot write (a relative one is taken from the working directory, as
+the Trainer does), a seed
+`torch.manual_seed` refuses, NaN or infinite optimizer / scheduler hyper-parameters and
+negative learning rates (`specs/optim.py`), the train batch size not
 divisible by `loop.grad_accum_steps`. `check_mode(mode)` adds what a run mode needs.
 A `ckpt_path` / `ckpt_paths` the YAML leaves out is absent from the section's
 `model_fields_set` (absent: autoload the latest checkpoint; null: none).
@@ -28,7 +30,8 @@ from typing import ClassVar, Optional, Union
 
 from pydantic import Field
 
-from ..checks import DEVICES, ConfigError, check_dict, check_keys, device_name, is_int, model_dir_problem, show
+from ..checks import (DEVICES, ConfigError, check_dict, check_keys, device_name, is_int, model_dir_problem,
+                      seed_problem, show)
 from ..modes import RUN_MODES, check_mode, val_sources
 from .backend import BackendSpec
 from .base import At, Spec
@@ -102,6 +105,9 @@ class InitSpec(Spec):
         if init.get("seed") is not None:
             if not is_int(init["seed"]):
                 raise ConfigError(f"{p}.seed must be an integer, got {show(init['seed'])}.")
+            problem = seed_problem(init["seed"])
+            if problem is not None:
+                raise ConfigError(f"{p}.seed {problem}")
             fields["seed"] = init["seed"]
         for key, what in (("sparsity", "sparsity (cstorch.sparse is not implemented)"),
                           ("autorestart", "autorestart (runs restart in-process only)")):
