@@ -45,8 +45,9 @@ on_fit_exception, then propagates.
 
 The step. `model(batch)` runs under the precision's autocast and returns a loss tensor,
 a `(loss, output)` pair or a dict with "loss" (validation may omit it); the loss is
-backpropagated (scaled when loss scaling is on), gradients are unscaled and clipped,
-the optimizer steps, gradients are zeroed and every scheduler steps. The loss, the
+backpropagated (scaled when loss scaling is on), gradients are unscaled (before the
+on_before_optimizer_step hooks, so callbacks such as ComputeNorm see true gradients) and
+clipped, the optimizer steps, gradients are zeroed and every scheduler steps. The loss, the
 learning rate of param group 0 (before this step's scheduler update) and the loss scale
 are logged on log steps through a step closure; `throughput` is samples/s between
 log steps. `global_step` counts optimizer steps.
@@ -278,6 +279,7 @@ class Trainer:
         self.call("on_after_backward", self.model, outputs)
 
     def optimizer_step(self) -> None:
+        self.precision.unscale(self.optimizer)  # the hooks see unscaled gradients, as on the real system
         self.call("on_before_optimizer_step", self.model, self.optimizer)
         self.apply_optimizer_step()
         self.call("on_after_optimizer_step", self.model, self.optimizer)
@@ -295,7 +297,7 @@ class Trainer:
         self.precision.backward(loss)
 
     def apply_optimizer_step(self) -> None:
-        """Unscale, clip, step the optimizer and update the loss scale."""
+        """Clip the unscaled gradients, step the optimizer and update the loss scale."""
         self.precision.clip_and_step(self.optimizer)
 
     def zero_gradients(self) -> None:

@@ -204,6 +204,31 @@ def test_log_metrics_inside_the_step_and_name_scope(tmp_path):
         assert value == pytest.approx(norms[step], rel=1e-5)
 
 
+def test_callbacks_see_unscaled_gradients_before_the_optimizer_step(tmp_path):
+    """A gradient norm logged in on_before_optimizer_step (as the Model Zoo's ComputeNorm)
+    under float16 with dynamic loss scaling equals the float32 run's, within float16's
+    precision: the gradients are unscaled before the hook, as the real trainer's precision
+    callback does (the loss scale 2^10 made it 1024x too large)."""
+    class GradNorm(Callback):
+        def on_before_optimizer_step(self, trainer, model, optimizer):
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            trainer.log_metrics(grad_norm=torch.norm(torch.stack([torch.norm(g.float()) for g in grads])))
+
+    logged = {}
+    for name, precision in (("fp32", None), ("fp16", MixedPrecision(fp16_type="float16", loss_scaling_factor="dynamic",
+                                                                     initial_loss_scale=2.0 ** 10))):
+        kw = {"precision": precision} if precision is not None else {}
+        trainer = _trainer("CSX", tmp_path / name, TrainingLoop(max_steps=2, eval_frequency=None), [GradNorm()],
+                           logging=Logging(log_steps=1), loggers=[CSVLogger()], **kw)
+        trainer.fit(loader())
+        trainer.finalize()
+        with open(trainer.get_callback(CSVLogger).path) as f:
+            logged[name] = {int(r["step"]): float(r["value"]) for r in csv.DictReader(f) if r["name"] == "grad_norm"}
+        cstorch.amp.precision._reset()
+    assert sorted(logged["fp16"]) == [1, 2]
+    assert logged["fp16"][1] == pytest.approx(logged["fp32"][1], rel=2e-2)
+
+
 @pytest.mark.parametrize("device", ["CPU", "CSX"])
 def test_values_logged_inside_a_step_share_its_record_with_its_loss_and_lr(tmp_path, device):
     """One record per log step: a value logged inside the step (as the Model Zoo's

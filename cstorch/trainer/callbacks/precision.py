@@ -95,12 +95,16 @@ class MixedPrecision(CoreCallback):
         else:
             loss.backward()
 
-    def clip_and_step(self, optimizer) -> None:
-        """Unscale, clip, step the optimizer (through the scaler, which skips non-finite
-        steps) and update the loss scale."""
-
+    def unscale(self, optimizer) -> None:
+        """Divide the gradients by the loss scale (with loss scaling; else nothing). The
+        Trainer calls it before the `on_before_optimizer_step` hooks, so callbacks see the
+        gradients the optimizer will use, as the real trainer's precision callback does."""
         if self.grad_scaler is not None:
             self.grad_scaler.unscale_(optimizer)
+
+    def clip_and_step(self, optimizer) -> None:
+        """Clip the (unscaled, `unscale`) gradients, step the optimizer (through the
+        scaler, which skips non-finite steps) and update the loss scale."""
         params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         if self.max_gradient_norm is not None:
             clip_grad_norm(params, self.max_gradient_norm)

@@ -3,9 +3,9 @@ cstorch, as a user would: its `cszoo` command on one of its own YAML files.
 
 A YAML is changed only through its own keys (`shrink` refuses a key the file does not
 have), to make the run small: sizes, steps, data paths. Each run is a process of its own
-whose PYTHONPATH is this folder's `zoo_env` (start-up, see its sitecustomize), the
-packages of `requirements-modelzoo.txt` installed beside cstorch (`.modelzoo-deps`, as the
-docs/guides/modelzoo.md says) and the snapshot's `src/`."""
+whose PYTHONPATH is what docs/guides/modelzoo.md tells a user to set, nothing more: the
+packages of `requirements-modelzoo.txt` installed beside cstorch (`.modelzoo-deps`) and
+the snapshot's `src/`."""
 from __future__ import annotations
 
 import copy
@@ -24,7 +24,6 @@ SNAPSHOT = REPO.parent / "shared" / "third_party" / "modelzoo-2.10"
 SRC = SNAPSHOT / "src"
 MODELS = SRC / "cerebras" / "modelzoo" / "models"
 DEPS = REPO / ".modelzoo-deps"
-ZOO_ENV = Path(__file__).resolve().parent / "zoo_env"
 
 
 def missing() -> str | None:
@@ -41,7 +40,7 @@ def missing() -> str | None:
 
 
 def env() -> dict:
-    paths = [str(ZOO_ENV), str(DEPS), str(SRC)]
+    paths = [str(DEPS), str(SRC)]  # the guide's `export PYTHONPATH=$PWD/.modelzoo-deps:<modelzoo>/src`
     return dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONDONTWRITEBYTECODE="1")
 
 

@@ -1,15 +1,22 @@
-"""Start-up of the processes that run the real Model Zoo in tests (this folder is first on
-their PYTHONPATH, so Python imports this module when it starts).
+"""torchvision's C++ operators, declared where its extension library cannot load.
 
-torchvision's C++ operators: the real Model Zoo imports torchvision's Python transforms
-wherever its trainer is imported (`cerebras.modelzoo.data.vision.preprocessing`). The
-torchvision wheel on PyPI for torch 2.13 is built against torch's CUDA build, so beside
-the CPU torch the tests run with, its extension library cannot load, and its import then
-fails registering fake kernels for operators that were never declared ("operator
-torchvision::nms does not exist"). Declaring those operators' schemas (no kernels) lets
-the pure-Python part of torchvision import; calling one of them raises torch's usual
-"no kernel" error. Where torchvision's extension loads, nothing is declared."""
+The real Model Zoo imports torchvision's Python transforms wherever its trainer is
+imported (`cerebras.modelzoo.data.vision.preprocessing`). The torchvision wheel that pip
+resolves for a torch release may be built against torch's CUDA build; beside the CPU
+torch its extension library (`torchvision/_C*.so`) cannot load, and torchvision's import
+then fails registering fake kernels for operators that were never declared ("operator
+torchvision::nms does not exist"), so every Model Zoo model fails at import.
+
+`declare_torchvision_ops()` runs before the real Model Zoo is loaded
+(`cerebras.modelzoo`): where the extension loads it does nothing (torchvision declares its
+own operators); elsewhere it declares the operators' schemas, without kernels, so the
+pure-Python part of torchvision imports, and calling one of the operators raises torch's
+usual "no kernel" error. The Model Zoo's language models never call them."""
+import ctypes
+import glob
 import importlib.util
+import os
+import sys
 
 #: torchvision's C++ operator schemas (torchvision/csrc/ops), declared only where its
 #: extension library cannot be loaded
@@ -47,27 +54,26 @@ _TORCHVISION_OPS = (
 )
 
 
-def _declare_torchvision_ops() -> None:
+_LIBRARY = None  # the torch.library.Library holding the declarations, once made
+
+
+def declare_torchvision_ops() -> None:
+    """Declare torchvision's operators where its extension cannot load (module docstring);
+    idempotent, and a no-op where torchvision is not installed or already imported."""
+    global _LIBRARY
+    if _LIBRARY is not None or "torchvision" in sys.modules:
+        return
     spec = importlib.util.find_spec("torchvision")
     if spec is None or not spec.submodule_search_locations:
         return
-    import ctypes
-    import glob
-    import os
-
-    import torch
-
-    libs = glob.glob(os.path.join(spec.submodule_search_locations[0], "_C*.so"))
     try:
-        for lib in libs:
+        for lib in glob.glob(os.path.join(spec.submodule_search_locations[0], "_C*.so")):
             ctypes.CDLL(lib)
         return  # the extension loads: torchvision declares its own operators
     except OSError:
         pass
-    global _LIBRARY
+    import torch
+
     _LIBRARY = torch.library.Library("torchvision", "DEF")
     for schema in _TORCHVISION_OPS:
         _LIBRARY.define(schema)
-
-
-_declare_torchvision_ops()
