@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["mlp_loss", "gpt_loss", "cnn_loss", "gpt_loss_2d"]
+__all__ = ["mlp_loss", "gpt_loss", "cnn_loss", "gpt_loss_2d", "gpt_loss_2d_scan", "stack_blocks"]
 
 
 def _linear(p, name, x):
@@ -76,23 +76,54 @@ def cnn_loss(p, x, y):
     return _cross_entropy(_linear(p, "fc", h.reshape(h.shape[0], -1)), y)
 
 
+def _block_2d(p, blk, x, B, T, n_heads, causal):
+    """One pre-LN block of `gpt_loss_2d` on the `(B*T, d)` residual stream."""
+    D = x.shape[-1]
+    Dh = D // n_heads
+    qkv = _linear(p, f"{blk}.attn.qkv", _layer_norm(p, f"{blk}.ln1", x))
+    q, k, v = (t.reshape(B, T, n_heads, Dh).transpose(0, 2, 1, 3) for t in jnp.split(qkv, 3, axis=-1))
+    att = (q @ k.swapaxes(-1, -2)) / math.sqrt(Dh)
+    att = jax.nn.softmax(jnp.where(causal, att, -jnp.inf), axis=-1)
+    y = (att @ v).transpose(0, 2, 1, 3).reshape(B * T, D)
+    x = x + _linear(p, f"{blk}.attn.proj", y)
+    h = jax.nn.gelu(_linear(p, f"{blk}.fc1", _layer_norm(p, f"{blk}.ln2", x)), approximate=False)
+    return x + _linear(p, f"{blk}.fc2", h)
+
+
 def gpt_loss_2d(p, idx, targets, *, n_layers, n_heads):
     """`benchmarks.models.GPT` (pre-LN, causal softmax attention, exact GELU, untied head),
     with the residual stream flattened to `(B*T, d)`."""
     B, T = idx.shape
     D = p["wte.weight"].shape[1]
-    Dh = D // n_heads
     x = (p["wte.weight"][idx] + p["wpe.weight"][:T]).reshape(B * T, D)
     causal = jnp.tril(jnp.ones((T, T), dtype=bool))
     for i in range(n_layers):
-        blk = f"blocks.{i}"
-        qkv = _linear(p, f"{blk}.attn.qkv", _layer_norm(p, f"{blk}.ln1", x))
-        q, k, v = (t.reshape(B, T, n_heads, Dh).transpose(0, 2, 1, 3) for t in jnp.split(qkv, 3, axis=-1))
-        att = (q @ k.swapaxes(-1, -2)) / math.sqrt(Dh)
-        att = jax.nn.softmax(jnp.where(causal, att, -jnp.inf), axis=-1)
-        y = (att @ v).transpose(0, 2, 1, 3).reshape(B * T, D)
-        x = x + _linear(p, f"{blk}.attn.proj", y)
-        h = jax.nn.gelu(_linear(p, f"{blk}.fc1", _layer_norm(p, f"{blk}.ln2", x)), approximate=False)
-        x = x + _linear(p, f"{blk}.fc2", h)
+        x = _block_2d(p, f"blocks.{i}", x, B, T, n_heads, causal)
+    logits = _linear(p, "head", _layer_norm(p, "ln_f", x))
+    return _cross_entropy(logits, targets.reshape(-1))
+
+
+def stack_blocks(p, n_layers):
+    """`p` with the blocks' parameters stacked over the layers: `blocks.<name>` of shape
+    `(n_layers, ...)` in place of `blocks.<i>.<name>` (the layout `gpt_loss_2d_scan` takes)."""
+    names = [k[len("blocks.0."):] for k in p if k.startswith("blocks.0.")]
+    out = {k: v for k, v in p.items() if not k.startswith("blocks.")}
+    out.update({f"blocks.{n}": jnp.stack([p[f"blocks.{i}.{n}"] for i in range(n_layers)]) for n in names})
+    return out
+
+
+def gpt_loss_2d_scan(p, idx, targets, *, n_heads):
+    """`gpt_loss_2d` with the blocks as one `lax.scan` over their stacked parameters
+    (`stack_blocks`): XLA compiles one block, whatever the depth."""
+    B, T = idx.shape
+    D = p["wte.weight"].shape[1]
+    x = (p["wte.weight"][idx] + p["wpe.weight"][:T]).reshape(B * T, D)
+    causal = jnp.tril(jnp.ones((T, T), dtype=bool))
+    blocks = {k[len("blocks."):]: v for k, v in p.items() if k.startswith("blocks.")}
+
+    def body(x, layer):
+        return _block_2d({f"b.{k}": v for k, v in layer.items()}, "b", x, B, T, n_heads, causal), None
+
+    x, _ = lax.scan(body, x, blocks)
     logits = _linear(p, "head", _layer_norm(p, "ln_f", x))
     return _cross_entropy(logits, targets.reshape(-1))

@@ -58,6 +58,7 @@ _ELEMENTWISE = {
     aten.mish_backward.default,
 }
 _SLICES = {aten.slice.Tensor, aten.slice_copy.Tensor}
+_EXPANDS = {aten.expand.default, aten.expand_copy.default}
 _REDUCTIONS = {aten.sum.dim_IntList, aten.mean.dim, aten.amax.default, aten.amin.default}
 # batch norm ops: (activation args, number of outputs); output 0 is the normalised activation
 _BATCH_NORMS = {
@@ -147,7 +148,7 @@ def rule_for(node: torch.fx.Node) -> _Rule | None:
             return _Rule([0])
         kept = [d for d in TO_NHWC if dims is not None and d not in dims]
         return _Rule([0], single_nhwc=False) if kept == sorted(kept) else None  # same order of the rest
-    if t is aten.expand.default:
+    if t in _EXPANDS:
         return _Rule([0]) if _is4d(args[0]) and len(args[1]) == 4 else None
     if t in _SLICES:
         return _Rule([0]) if _is4d(args[0]) else None
@@ -299,7 +300,7 @@ class _ChannelsLast:
             dims = _reduction_dims(node)
             if dims is not None:
                 args[1] = [_NHWC_POS[d] for d in dims]
-        elif t is aten.expand.default:
+        elif t in _EXPANDS:
             args[1] = [args[1][p] for p in TO_NHWC]
         elif t is aten.cat.default:
             args = [args[0], _NHWC_POS[(args[1] if len(args) > 1 else 0) % 4]]

@@ -28,12 +28,15 @@ import torch
 
 aten = torch.ops.aten
 
-# Layout-only ops: the value of the output is a rearrangement of the input's elements.
-_PERMUTES = {aten.permute.default}
+# Layout-only ops: the value of the output is a rearrangement of the input's elements
+# (the view ops and their `*_copy` forms, which the capture gives: `capture._views_as_copies`).
+_PERMUTES = {aten.permute.default, aten.permute_copy.default}
+_TRANSPOSES = {aten.transpose.int, aten.transpose_copy.int}
+_TS = {aten.t.default, aten.t_copy.default}
 _VIEWS = {aten.view.default, aten.view_copy.default, aten._unsafe_view.default, aten.reshape.default}
 _CLONES = {aten.clone.default, aten.alias.default, aten.alias_copy.default}
 _EXPANDS = {aten.expand.default, aten.expand_copy.default}
-_LAYOUT = _PERMUTES | _VIEWS | _CLONES | _EXPANDS | {aten.transpose.int, aten.t.default}
+_LAYOUT = _PERMUTES | _VIEWS | _CLONES | _EXPANDS | _TRANSPOSES | _TS
 
 # Size policy (multiply-adds of the whole product): the BLAS call pays a custom-call
 # dispatch and a split over the thread pool, so small products stay in XLA. Products
@@ -60,9 +63,9 @@ def _replay(op, t: torch.Tensor, node: torch.fx.Node) -> torch.Tensor | None:
     try:
         if op in _PERMUTES:
             return t.permute(node.args[1])
-        if op is aten.transpose.int:
+        if op in _TRANSPOSES:
             return t.transpose(node.args[1], node.args[2])
-        if op is aten.t.default:
+        if op in _TS:
             return t.t()
         if op in _VIEWS:
             return t.view(node.args[1])
