@@ -222,31 +222,23 @@ def _ours(obj) -> bool:
 _STATIC: dict = {}
 
 
-def _static_path_exists(path: str) -> bool:
-    """Whether griffe's static analysis (what mkdocstrings reads by default) finds `path`."""
+def _griffe_path_exists(path: str) -> bool:
+    """Whether griffe, as mkdocstrings runs it (static analysis with the reference's extension,
+    `docs/griffe_reference.py`, which adds the classes made at run time), finds `path`."""
     import griffe
 
     package = path.split(".")[0]
     if package not in _STATIC:
-        _STATIC[package] = griffe.load(package, search_paths=[str(ROOT)], resolve_aliases=False)
+        extensions = griffe.load_extensions("dataclasses",
+                                            f"{ROOT / 'docs' / 'griffe_reference.py'}:ReferenceExtension")
+        _STATIC[package] = griffe.load(package, search_paths=[str(ROOT)], resolve_aliases=False,
+                                       extensions=extensions, docstring_parser="google",
+                                       docstring_options={"warn_unknown_params": False, "warn_missing_types": False})
     try:
         _STATIC[package][path[len(package) + 1:]]
         return True
     except Exception:
         return False
-
-
-def _inspected(obj, name: str) -> list:
-    import inspect
-
-    try:
-        signature = str(inspect.signature(obj))
-    except (TypeError, ValueError):
-        signature = "(...)"
-    kind = "class" if inspect.isclass(obj) else "def"
-    doc = re.sub(r"^(Differences from the real system):$", r'!!! note "\1"', inspect.getdoc(obj) or "",
-                 flags=re.M)  # the Google-style section mkdocstrings renders as an admonition
-    return ["```python", f"{kind} {name}{signature}", "```", "", doc, ""]
 
 
 def _page_of_module(name: str):
@@ -313,11 +305,11 @@ def api_page(page: str) -> str:
             elif inspect.isclass(obj) or inspect.isfunction(obj):
                 seen[id(obj)] = (page, path)
                 home = f"{obj.__module__}.{obj.__qualname__}"
-                if _static_path_exists(home):
-                    lines += [f"::: {home}", "    options:", "      show_root_heading: true",
-                              "      show_root_toc_entry: false", "      heading_level: 4", ""]
-                else:  # made at import time (the optimizer classes): its signature and docstring, inspected
-                    lines += _inspected(obj, name)
+                if not _griffe_path_exists(home):
+                    raise ValueError(f"{path}: griffe does not find {home}; a class made at run time is added "
+                                     "by docs/griffe_reference.py")
+                lines += [f"::: {home}", "    options:", "      show_root_heading: true",
+                          "      show_root_toc_entry: false", "      heading_level: 4", ""]
             else:
                 text = repr(obj)
                 if len(text) > 300:
