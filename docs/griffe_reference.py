@@ -14,11 +14,15 @@ What it changes in the objects griffe reads from the source, package by package:
   a tuple of them) is. An undocumented class attribute whose live value is a property with a
   docstring (an alias made by a helper) gets that docstring.
 - Classes that exist only at run time (the built-in optimizers of ``cstorch.optim``, made by
-  ``build_optimizer_class``) are added from the live objects: their docstring and the
-  signature of their ``__init__``.
+  ``build_optimizer_class``; the loss classes ``_torch_loss`` makes), which griffe reads as
+  module attributes or not at all, are added from the live objects (of the modules already
+  imported): their docstring and the signature of their ``__init__``.
 - A class whose constructor griffe cannot see (inherited from ``object`` or from a class
   outside the loaded packages), or whose ``__init__`` takes only ``*args, **kwargs`` while
   its ``__new__`` names the arguments, gets the live class's signature as its ``__init__``.
+- A dataclass field whose default is made by a private helper (``num_csx: int =
+  _IntAtLeast(1, 0)``, a validating descriptor) shows the value a default-constructed
+  instance holds (``1``).
 - A constructor parameter that a class's own docstring does not describe takes the
   description of the same-named parameter of the nearest base class that describes it (the
   weight-decay schedulers pass theirs through to the closed-form schedulers).
@@ -27,9 +31,9 @@ from __future__ import annotations
 
 import ast
 import enum
-import importlib
 import inspect
 import re
+import sys
 
 import griffe
 from griffe import (Attribute, Class, Docstring, DocstringParameter, DocstringSectionParameters, Function,
@@ -87,7 +91,9 @@ def _init_from_signature(cls: Class, signature: inspect.Signature) -> Function:
 def _runtime_class(module: griffe.Module, name: str, live: type) -> Class:
     """A griffe class for a class that exists only at run time: its docstring, bases and
     `__init__` signature, read from the live class."""
-    cls = Class(name, parent=module, bases=[b.__qualname__ for b in live.__bases__])
+    bases = [b.__qualname__ if b.__module__.startswith(("cstorch", "cerebras")) else f"{b.__module__}.{b.__qualname__}"
+             for b in live.__bases__]
+    cls = Class(name, parent=module, bases=bases)
     if live.__doc__:
         cls.docstring = Docstring(inspect.cleandoc(live.__doc__), parent=cls, parser=module.docstring.parser
                                   if module.docstring else "google",
@@ -119,15 +125,23 @@ class ReferenceExtension(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, **kwargs) -> None:
         if pkg.name not in ("cstorch", "cstorch_jax", "cerebras", "cerebras_pytorch"):
             return
-        if pkg.name == "cstorch":
-            self._add_runtime_classes(pkg["optim"])
+        self._add_runtime_classes(pkg)
+        for module in self._modules(pkg):
+            self._clean_members(module)
         classes = list(self._classes(pkg))
         for cls in classes:
             self._clean_members(cls)
         for cls in classes:
             self._add_missing_init(cls)
+            self._show_live_defaults(cls)
         for cls in classes:
             self._inherit_parameter_docs(cls)
+
+    def _modules(self, obj):
+        yield obj
+        for member in list(obj.members.values()):
+            if not member.is_alias and member.is_module:
+                yield from self._modules(member)
 
     def _classes(self, obj):
         for member in list(obj.members.values()):
@@ -140,13 +154,25 @@ class ReferenceExtension(griffe.Extension):
                 yield from self._classes(member)
 
     def _add_runtime_classes(self, module: griffe.Module) -> None:
-        live_module = importlib.import_module(module.path)
-        for name in getattr(live_module, "__all__", ()):
-            live = getattr(live_module, name, None)
-            if name not in module.members and inspect.isclass(live) and live.__module__ == module.path:
-                module.set_member(name, _runtime_class(module, name, live))
+        """Classes made at run time: a name of `module` whose live value is a class made
+        there under that name (by `type()` or a class factory), which griffe reads as an
+        attribute or not at all, becomes a class."""
+        live_module = sys.modules.get(module.path)
+        if live_module is not None:
+            names = set(getattr(live_module, "__all__", ())) | set(module.members)
+            for name in sorted(names):
+                member = module.members.get(name)
+                if member is not None and (member.is_alias or not isinstance(member, Attribute)):
+                    continue
+                live = getattr(live_module, name, None)
+                if inspect.isclass(live) and live.__module__ == module.path and live.__qualname__ == name:
+                    module.set_member(name, _runtime_class(module, name, live))
+        for member in list(module.members.values()):
+            if not member.is_alias and member.is_module:
+                self._add_runtime_classes(member)
 
-    def _clean_members(self, cls: Class) -> None:
+    def _clean_members(self, cls) -> None:
+        """Drops and hides what the module's docstring says, in a class or a module."""
         live = None
         methods = [m for m in cls.members.values() if not m.is_alias and m.is_function and m.lineno]
         for name, member in list(cls.members.items()):
@@ -181,8 +207,10 @@ class ReferenceExtension(griffe.Extension):
         if init is not None and init.is_alias:
             return  # inherited from a class griffe reads
         live = _live(cls.path)
-        if live is None or not inspect.isclass(live) or issubclass(live, (enum.Enum, BaseException)):
-            return  # an enum is not constructed with arguments; an exception's are `*args`
+        if live is None or not inspect.isclass(live) or issubclass(live, (enum.Enum, BaseException)) \
+                or getattr(live, "_is_protocol", False) or any(
+                    f"{b.__module__}.{b.__qualname__}" == "torch.autograd.function.Function" for b in live.__mro__):
+            return  # not constructed: an enum, a protocol, an autograd Function (`apply`); an exception takes *args
         try:
             signature = inspect.signature(live)
         except (TypeError, ValueError):
@@ -193,6 +221,21 @@ class ReferenceExtension(griffe.Extension):
         if init is not None:
             made.docstring = init.docstring
         cls.set_member("__init__", made)
+
+    def _show_live_defaults(self, cls: Class) -> None:
+        init = cls.members.get("__init__")
+        if init is None or init.is_alias:
+            return
+        private = [p for p in init.parameters if p.default is not None and re.match(r"_\w*\(", str(p.default))]
+        if not private:
+            return
+        live = _live(cls.path)
+        try:
+            instance = live()
+        except Exception:  # noqa: BLE001  (it needs arguments: leave the defaults as written)
+            return
+        for p in private:
+            p.default = repr(getattr(instance, p.name))
 
     def _inherit_parameter_docs(self, cls: Class) -> None:
         try:
