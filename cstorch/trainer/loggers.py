@@ -36,7 +36,12 @@ class Logger(Callback):
 class TensorBoardLogger(Logger):
     """Scalars into TensorBoard event files under `summary_dir` (default: the trainer's
     `summary_dir`, `<model_dir>/<timestamp>`), readable with
-    `cstorch.utils.tensorboard.SummaryReader` or TensorBoard itself."""
+    `cstorch.utils.tensorboard.SummaryReader` or TensorBoard itself.
+
+    Args:
+        summary_dir: the folder of the event files; None: the trainer's `model_dir/<timestamp>`.
+        legacy_event_dirs: the real Trainer's per-mode event folders (no effect here; a warning).
+    """
 
     def __init__(self, summary_dir: Optional[str] = None, legacy_event_dirs: bool = False):
         if legacy_event_dirs:
@@ -86,7 +91,11 @@ class CSVLogger(Logger):
     """One row `step,name,value` per logged scalar (other values are left to the
     TensorBoardLogger), appended to `path` (default
     `<summary_dir>/metrics.csv`), flushed at every log step so a killed run keeps its
-    rows."""
+    rows.
+
+    Args:
+        path: the CSV file; None: `model_dir/<timestamp>/metrics.csv`.
+    """
 
     def __init__(self, path: Optional[str] = None):
         self.path = path
@@ -117,7 +126,11 @@ class CSVLogger(Logger):
 class ProgressLogger(Logger):
     """A tqdm bar over the fit's global steps showing the last logged loss; tqdm adds the
     rate (steps/s). `enabled="auto"` shows it only when stderr is a terminal. While a
-    trainer with a ProgressLogger runs, the executor's own pipeline bar is off."""
+    trainer with a ProgressLogger runs, the executor's own pipeline bar is off.
+
+    Args:
+        enabled: True, False, or "auto": only when stderr is a terminal.
+    """
 
     def __init__(self, enabled="auto"):
         if enabled not in (True, False, "auto"):

@@ -104,6 +104,29 @@ class Trainer:
     training loop with validation, checkpoints, logging, callbacks) run by `fit`,
     `validate` and `validate_all` on one backend.
 
+    Args:
+        device: "CSX", "CPU" or "GPU": the backend to create (with `model_dir/cerebras_logs/<timestamp>` as
+            its artifact folder) when no backend exists; not with `backend`.
+        backend: a backend made with `cstorch.backend(...)`; None: the process's backend, else one for
+            `device`.
+        model_dir: the experiment's folder (required): checkpoints go there, the TensorBoard events and
+            `metrics.csv` to `model_dir/<timestamp>`. Only one process may run in it at a time.
+        model: a torch.nn.Module, or a function returning one (called once the backend exists).
+        optimizer: a cstorch.optim.Optimizer (of `model`, which must then be a module), a function `model ->
+            Optimizer`, or None (no training).
+        schedulers: a scheduler, a function `optimizer -> scheduler`, or a list of them.
+        precision: the compute dtype, loss scaling and gradient clipping; None:
+            MixedPrecision(enabled=False).
+        sparsity: not supported (anything but None raises).
+        loop: a TrainingLoop (how long `fit` trains, when it validates) or a ValidationLoop; None:
+            TrainingLoop(num_epochs=1).
+        checkpoint: when checkpoints are saved and which one is loaded; None: Checkpoint().
+        logging: which steps log and the log level; None: Logging(log_steps=1).
+        callbacks: more callbacks, called in order after the core ones.
+        loggers: where logged metrics go; None: ProgressLogger, TensorBoardLogger and CSVLogger.
+        seed: seeds torch and the backend's random numbers; None: the run is not repeatable (a warning).
+        autorestart: not supported (anything but None raises).
+
     Differences from the real system:
         `sparsity` and `autorestart` are not supported (clear errors), and there is no
         `executor` attribute. On CSX the step computes in float32 unless `MixedPrecision`

@@ -32,6 +32,19 @@ log = logging.getLogger("cstorch.trainer")
 class Checkpoint(CoreCallback):
     """When `fit` saves checkpoints and which one it loads at the start.
 
+    Args:
+        steps: K: save after every global step divisible by K and after the last step of every fit; None:
+            after the last step only; 0: never.
+        autoload_last_checkpoint: `fit` and `validate` load the latest checkpoint of the checkpoint folder
+            when no `ckpt_path` is given.
+        disable_strict_checkpoint_loading: load a checkpoint's state with `strict=False` (missing or extra
+            keys are allowed).
+        save_initial_checkpoint: also save the initial state (global step 0) before the first step of a fit
+            that starts at step 0.
+        checkpoint_root: the folder of the checkpoints; None: the trainer's model_dir.
+        checkpoint_name: the file name, with `{step}` exactly once.
+        strict_version: refuse a checkpoint of another cstorch major.minor version.
+
     Differences from the real system:
         `steps=None` saves after the last step only. A restarted run re-enters the
         train stream by replaying the loader, so the loader's order must come from its
@@ -124,7 +137,11 @@ class Checkpoint(CoreCallback):
 
 class KeepNCheckpoints(Callback):
     """After each save, delete all but the newest `n` checkpoints of the trainer's
-    Checkpoint root (newest = highest step)."""
+    Checkpoint root (newest = highest step).
+
+    Args:
+        n: the number of checkpoints to keep (>= 1).
+    """
 
     def __init__(self, n: int):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:

@@ -24,7 +24,14 @@ class Logging(CoreCallback):
     """A step logs when `(global_step - start) % log_steps == 0`, `start` being the global
     step the fit started at, and on the fit's last step. `log_level` sets the level of the
     "cstorch" loggers; logged metrics are also written to the "cstorch.trainer" logger
-    (INFO), which gets a stderr handler when neither it nor the root logger has one."""
+    (INFO), which gets a stderr handler when neither it nor the root logger has one.
+
+    Args:
+        log_steps: log every this many steps (>= 1).
+        log_level: the level of the "cstorch" loggers: "DEBUG", "INFO", "WARNING" or "ERROR".
+        wsc_log_level: the wafer-scale cluster's log levels (no effect here; a warning).
+        enable_act_frequency: the wafer-scale cluster's activation frequency (no effect here; a warning).
+    """
 
     def __init__(self, log_steps: int = 1, log_level: str = "INFO", wsc_log_level=None,
                  enable_act_frequency: bool = False):
