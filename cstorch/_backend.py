@@ -72,7 +72,8 @@ class Backend:
                  validate_only: bool = False, compile_dir: str = "cached_compile", placement=None):
         self.backend_type = backend_type
         default_dir = "./cerebras_logs" if backend_type.is_csx else "./"
-        self.artifact_dir = Path(os.path.abspath(artifact_dir or default_dir))  # created when a run starts
+        # created by the first write into it (an executor's `artifact_dir`, a profiler's save)
+        self.artifact_dir = Path(os.path.abspath(artifact_dir or default_dir))
         self.cluster_config = cluster_config if backend_type.is_csx else None
         self.compile_dir = compile_dir
         self.compile_only = compile_only

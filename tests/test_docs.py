@@ -121,6 +121,24 @@ def test_the_readme_is_short():
     assert size <= README_LIMIT, f"README.md is {size} bytes; keep it under {README_LIMIT} and move the rest into docs/"
 
 
+def test_what_the_readme_commands_create_is_ignored_by_git():
+    """The virtual environment of the README's install, the example's checkpoints and the
+    example configs' model_dir never show up in `git status`."""
+    import shutil
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout of the project")
+    created = [".venv/bin/python", "venv/bin/python", "mnist_out/run_000/checkpoint_300.mdl",
+               "model_dir/digits/checkpoint_60.mdl", "model_dir/digits/20260101_000000/metrics.csv",
+               "cerebras_logs/executors/000001/performance.json"]
+    proc = subprocess.run(["git", "check-ignore", "--no-index", *created], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(proc.stdout.split()) == sorted(created), proc.stdout + proc.stderr
+    # the check can fail: a tracked kind of file is not ignored
+    kept = subprocess.run(["git", "check-ignore", "--no-index", "README.md", "examples/mnist.py"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert kept.stdout.split() == []
+
+
 @pytest.fixture(scope="session")
 def site(tmp_path_factory, request):
     """The site built once per test run with `mkdocs build --strict` into a temporary folder

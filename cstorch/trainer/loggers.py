@@ -11,11 +11,13 @@ The default loggers are `ProgressLogger`, `TensorBoardLogger` and `CSVLogger`.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import warnings
 from typing import Optional
 
+from ..utils._console import above_bar
 from .callbacks.base import Callback
 
 
@@ -27,8 +29,16 @@ def as_scalar(value):
 
 
 class Logger(Callback):
+    """Where logged metrics go: `log_metrics(metrics, step)` on every log step (see the
+    module docstring)."""
+
     def log_metrics(self, metrics: dict, step: int) -> None:
         raise NotImplementedError
+
+    def destination(self) -> Optional[str]:
+        """Where this logger writes, in words, for the lines a run starts and ends with
+        (None: nothing to name, as for the console bar)."""
+        return None
 
     def flush(self) -> None: ...
 
@@ -54,6 +64,11 @@ class TensorBoardLogger(Logger):
 
         self.summary_dir = os.path.abspath(self.summary_dir or trainer.summary_dir)
         self.writer = SummaryWriter(log_dir=self.summary_dir)
+
+    def destination(self) -> Optional[str]:
+        if self.summary_dir is None:
+            return None
+        return f"TensorBoard events: {self.summary_dir} (tensorboard --logdir {self.summary_dir})"
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         import torch
@@ -111,6 +126,9 @@ class CSVLogger(Logger):
         if fresh:
             self._writer.writerow(["step", "name", "value"])
 
+    def destination(self) -> Optional[str]:
+        return None if self.path is None else f"metrics (CSV): {self.path}"
+
     def log_metrics(self, metrics: dict, step: int) -> None:
         for name, value in metrics.items():
             if isinstance(value, float):
@@ -126,7 +144,9 @@ class CSVLogger(Logger):
 class ProgressLogger(Logger):
     """A tqdm bar over the fit's global steps showing the last logged loss; tqdm adds the
     rate (steps/s). `enabled="auto"` shows it only when stderr is a terminal. While a
-    trainer with a ProgressLogger runs, the executor's own pipeline bar is off.
+    trainer with a ProgressLogger runs, the executor's own pipeline bar is off. While the
+    bar is shown, log records and warnings are written above it, never onto its line
+    (`cstorch.utils._console.above_bar`).
 
     Args:
         enabled: True, False, or "auto": only when stderr is a terminal.
@@ -137,6 +157,7 @@ class ProgressLogger(Logger):
             raise ValueError(f"ProgressLogger enabled must be True, False or 'auto', got {enabled!r}")
         self.enabled = enabled
         self._bar = None
+        self._console = contextlib.ExitStack()
 
     def _show(self) -> bool:
         import sys
@@ -149,6 +170,7 @@ class ProgressLogger(Logger):
 
             plan = trainer.fit_plan
             self._bar = tqdm(total=plan.end, initial=plan.start, unit="step", desc="train", dynamic_ncols=True)
+            self._console.enter_context(above_bar(self._bar))
 
     def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
         if self._bar is not None:
@@ -168,3 +190,4 @@ class ProgressLogger(Logger):
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        self._console.close()

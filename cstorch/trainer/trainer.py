@@ -51,10 +51,16 @@ learning rate of param group 0 (before this step's scheduler update) and the los
 are logged on log steps through a step closure; `throughput` is samples/s between
 log steps. `global_step` counts optimizer steps.
 
+The console. Each run starts by naming its model_dir and where checkpoints, metrics and
+TensorBoard events go, and a fit ends with a summary (steps, time, final loss, the last
+checkpoint): `report`. While the ProgressLogger's bar is shown, log records and warnings
+are written above it. `finalize` removes the run folders nothing was written into.
+
 The class holds the experiment and the step body (the methods a subclass may replace);
 the rest sits beside it, as Lightning splits its Trainer: `hooks.call_hook` calls the
 callbacks, `loops` runs `fit`, `validate` and `validate_all`, `checkpoint_connector`
-saves and loads checkpoints and `metrics_connector` routes what is logged.
+saves and loads checkpoints, `metrics_connector` routes what is logged and `report`
+writes what a run says on the console.
 """
 from __future__ import annotations
 
@@ -71,7 +77,7 @@ import torch
 import cstorch
 
 from . import checkpoint_state, loops
-from .arguments import check_trainer_arguments, make_run_dirs
+from .arguments import check_trainer_arguments, make_run_dirs, remove_empty_run_dirs
 from .callbacks.base import Callback, global_callbacks
 from .callbacks.checkpoint import Checkpoint
 from .callbacks.logs import Logging
@@ -453,11 +459,14 @@ class Trainer:
         loops.validate_all(self, val_dataloaders, ckpt_paths, loop)
 
     def finalize(self) -> None:
-        """Close the loggers' files and release the model_dir lock (also done when the
-        trainer is garbage collected)."""
+        """Close the loggers' files, remove the run folders nothing was written into
+        (`arguments.remove_empty_run_dirs`) and release the model_dir lock (also done when
+        the trainer is garbage collected)."""
         try:
-            for cb in self.callbacks:
+            for cb in getattr(self, "callbacks", ()):
                 cb.finalize()
+            if hasattr(self, "summary_dir"):
+                remove_empty_run_dirs(self.artifact_dir, self.summary_dir)
         finally:
             lock = getattr(self, "_model_dir_lock", None)  # None: the arguments were refused
             if lock is not None:

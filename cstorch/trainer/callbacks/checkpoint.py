@@ -81,6 +81,15 @@ class Checkpoint(CoreCallback):
             raise RuntimeError("Checkpoint.root is known once the Trainer has set the callback up")
         return self._root
 
+    def describe(self) -> str:
+        """Where and when checkpoints are written, in words (the line a run starts with)."""
+        where = os.path.join(self.root, self.checkpoint_name)
+        if self.steps == 0:
+            return f"checkpoints: none (Checkpoint(steps=0)); loaded from {self.root}"
+        when = ("after the last step of each fit" if self.steps is None
+                else f"every {self.steps} global steps and after the last step of each fit")
+        return f"checkpoints: {where}, {when}"
+
     def is_checkpoint_step(self, global_step: int, is_last: bool) -> bool:
         if self.steps == 0:
             return False

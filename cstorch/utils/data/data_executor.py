@@ -262,8 +262,7 @@ class DataExecutor:
         run = self.backend.run
         perf = backends.csx.performance
         self.iteration = -1
-        self._number_run()
-        Path(self.backend.artifact_dir).mkdir(parents=True, exist_ok=True)
+        self._number_run()  # its folder is created when something reads `artifact_dir` to write there
         self._profiler = Profiler(self._artifact_dir, self.profiler_activities) if self.backend.is_e2e_execution \
             else None
         run.start(self)
