@@ -121,6 +121,43 @@ def test_the_readme_is_short():
     assert size <= README_LIMIT, f"README.md is {size} bytes; keep it under {README_LIMIT} and move the rest into docs/"
 
 
+def _cpu_install_command(page: Path) -> str:
+    lines = [line for line in page.read_text().splitlines()
+             if line.startswith("pip install") and "download.pytorch.org/whl/cpu" in line]
+    assert len(lines) == 1, f"{page.name} shows one CPU install command, found {lines}"
+    return lines[0].split("#")[0].strip()
+
+
+def test_the_readme_and_get_started_give_the_same_cpu_install_command():
+    assert _cpu_install_command(ROOT / "README.md") == _cpu_install_command(DOCS / "get-started.md")
+
+
+def test_the_documented_cpu_install_resolves_torch_to_a_cpu_wheel(tmp_path):
+    """The README's command, asked for the pinned torch alone with pip's own settings only
+    (no local wheel folder), picks pytorch.org's CPU wheel (a `+cpu` version) on Linux."""
+    import platform
+    import shlex
+    import socket
+
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        pytest.skip("the +cpu local version is what the CPU index publishes for Linux x86_64")
+    try:
+        socket.create_connection(("download.pytorch.org", 443), timeout=3).close()
+    except OSError as e:
+        pytest.skip(f"download.pytorch.org is unreachable from here ({e})")
+    words = shlex.split(_cpu_install_command(ROOT / "README.md"))
+    index = words[words.index("--extra-index-url") + 1]
+    pin = next(line.strip() for line in (ROOT / "constraints.txt").read_text().splitlines()
+               if line.startswith("torch=="))
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--no-deps",
+                           "--ignore-installed", "--quiet", "--report", str(report), "--extra-index-url", index, pin],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    versions = [item["metadata"]["version"] for item in json.loads(report.read_text())["install"]]
+    assert versions and versions[0].endswith("+cpu"), versions
+
+
 def test_what_the_readme_commands_create_is_ignored_by_git():
     """The virtual environment of the README's install, the example's checkpoints and the
     example configs' model_dir never show up in `git status`."""
