@@ -1,19 +1,22 @@
 """Capture a torch step as one pure core-ATen graph.
 
 `capture(fn, state, batch)` traces `fn(state, batch) -> outputs` once on fake tensors
-(`trace_step` runs pass 1, the only one that runs the step's Python body; `finish_capture`
-runs pass 2 on its result, so a compile cache can look a step up between the two):
+(`trace_step`, the one run of the step's Python body; `finish_capture` then only tidies the
+graph, so a compile cache can look a step up between the two):
 
-1. pass 1: `make_fx` with autograd running, so `loss.backward()`, `.grad`, `no_grad`
-   and in-place optimizer updates are recorded as plain ATen ops. The Python dispatcher
-   is on (as in AOTAutograd) so that `native_batch_norm` becomes the correctly
-   schema'd `_native_batch_norm_legit` and its running-stat updates are not lost;
-   scaled-dot-product attention is forced to its MATH form, whose core-ATen
-   decomposition keeps gradients right (the CPU flash kernel's does not).
-   Every traced op is tagged with the nn.Module it comes from (module_paths.py), so an
-   op that cannot be lowered is reported with its module path.
-2. pass 2: functionalize (every mutation and view becomes a pure op) and decompose
-   to core ATen, replaying pass 1 node by node so the tags carry over.
+- `make_fx` with autograd running, so `loss.backward()`, `.grad`, `no_grad` and in-place
+  optimizer updates are recorded; under torch's Python functionalization
+  (`FunctionalTensorMode`, as AOTAutograd traces a joint graph), so every mutation becomes
+  a pure op and the new values of the mutated state are the graph's outputs; with the
+  core-ATen decompositions applied as ops reach the tracer. One trace gives the graph the
+  lowering takes.
+- The Python dispatcher is on (as in AOTAutograd) so that `native_batch_norm` becomes the
+  correctly schema'd `_native_batch_norm_legit` and its running-stat updates are not lost;
+  scaled-dot-product attention is forced to its MATH form, whose core-ATen decomposition
+  keeps gradients right (the CPU flash kernel's does not).
+- Every traced op is tagged with the nn.Module it comes from (module_paths.py), so an op
+  that cannot be lowered is reported with its module path; ops a decomposition derives
+  from it carry its tag.
 
 The result's graph takes `(*state, *batch)` and returns
 `(*new values of the mutated state, *outputs)`; state that the step does not change is
@@ -32,7 +35,6 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
-import torch.fx.traceback as fx_traceback
 from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -40,6 +42,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode, is_fake,
 )
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
@@ -173,9 +176,17 @@ def _value_digest(t: torch.Tensor) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: ops that only check tensor values and raise on the host (eager torch raises from
+#: `_linalg_check_errors` when a LAPACK `info` is nonzero: a singular or indefinite input). A
+#: compiled step cannot raise, so the capture leaves them out and the outputs keep the
+#: inf/nan XLA computes for such inputs (the `*_ex` variants return `info` to read).
+_HOST_CHECKS = (aten._linalg_check_errors.default,)
+
+
 class _NoHostReads(TorchDispatchMode):
-    """Raises on the one op that reads a tensor's value into Python; records every op in
-    `signature` when one is given."""
+    """Raises on the one op that reads a tensor's value into Python and leaves out the ops
+    that only check values (`_HOST_CHECKS`); records every op in `signature` when one is
+    given."""
 
     def __init__(self, signature: OpSignature | None = None):
         super().__init__()
@@ -184,7 +195,7 @@ class _NoHostReads(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is aten._local_scalar_dense.default:
             raise MaterializationError(_READ_HINT)
-        out = func(*args, **(kwargs or {}))
+        out = None if func in _HOST_CHECKS else func(*args, **(kwargs or {}))
         if self.signature is not None:
             self.signature.record(func, args, kwargs or {}, out)
         return out
@@ -275,7 +286,7 @@ _LOWERED_INSTEAD_OF_DECOMPOSED = (aten.take.default, aten.soft_margin_loss_backw
 
 @functools.cache
 def decompositions() -> dict:
-    """The decomposition table of pass 2: torch's core-ATen table, minus the ops that
+    """The capture's decomposition table: torch's core-ATen table, minus the ops that
     cstorch lowers directly."""
     table = dict(core_aten_decompositions())
     for op in _LOWERED_INSTEAD_OF_DECOMPOSED:
@@ -288,7 +299,7 @@ _USER_DECOMPOSITIONS: dict = {}
 
 
 def register_decomposition(op: torch._ops.OpOverload, fn) -> None:
-    """Decompose `op` with `fn` in pass 2 of every later capture (replacing torch's own
+    """Decompose `op` with `fn` in every later capture (replacing torch's own
     decomposition of it, if any)."""
     if op in _USER_DECOMPOSITIONS:
         raise RuntimeError(f"A decomposition for {op} has already been registered.")
@@ -299,7 +310,7 @@ def register_decomposition(op: torch._ops.OpOverload, fn) -> None:
 
 def user_decompositions() -> dict:
     """op -> fn of the decompositions registered with `register_decomposition`: they act
-    in pass 2, so a step's op signature (recorded in pass 1) does not show them."""
+    below the ops a step's op signature records, so the signature does not show them."""
     return {op: fn for op, (fn, _) in _USER_DECOMPOSITIONS.items()}
 
 
@@ -316,10 +327,10 @@ def remove_decomposition(op: torch._ops.OpOverload) -> None:
 
 
 class _ContiguousLinalgInputs(torch.overrides.TorchFunctionMode):
-    """Pass 1: determinants factor a contiguous copy of their input.
+    """While a step is traced: determinants factor a contiguous copy of their input.
 
-    Eager det/slogdet/logdet factor A or A^T depending on A's strides, and the backward
-    recorded in pass 1 hard-codes that choice; pass 2 makes every tensor contiguous, so a
+    Eager det/slogdet/logdet factor A or A^T depending on A's strides, and the recorded
+    backward hard-codes that choice; the lowering holds every tensor contiguous, so a
     non-contiguous input (x.mT) would get the other factorization and a wrong gradient.
     The contiguous copy is numerically the same input."""
 
@@ -341,24 +352,42 @@ def _require_static_shapes(gm: torch.fx.GraphModule) -> None:
                 raise CaptureError(f"{_DYNAMIC_SHAPE_HINT} (ATen op {node.target}, shape {tuple(v.shape)})")
 
 
+def _view_copy(target):
+    """The `*_copy` overload of an ATen view op (`aten.view.default` ->
+    `aten.view_copy.default`), or None for an op that is not a view."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or target.namespace != "aten" or schema.is_mutable:
+        return None
+    if not any(r.alias_info is not None for r in schema.returns):
+        return None
+    packet = getattr(aten, f"{target.__name__.split('.')[0]}_copy", None)
+    overload = target._overloadname
+    return getattr(packet, overload) if packet is not None and overload in packet.overloads() else None
+
+
+def _views_as_copies(gm: torch.fx.GraphModule) -> None:
+    """Every view op of the graph becomes its `*_copy` op: the graph is functional, so
+    no value is shared, and a rewrite that changes a tensor's layout (the channels-last
+    pass) leaves the graph valid torch as well as valid jax."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            copy = _view_copy(node.target)
+            if copy is not None:
+                node.target = copy
+
+
 def _is_mutating(target) -> bool:
     schema = getattr(target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
 
 
 def _clean(gm: torch.fx.GraphModule, n_state: int) -> tuple[int, ...]:
-    """Drop profiler ranges and the input-mutation epilogue, keep only changed state;
-    return the mutated state indices."""
+    """Drop profiler ranges, keep only changed state; return the mutated state indices."""
     graph = gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     # profiler ranges (torch.optim wraps step() in record_function) carry no computation
     for node in reversed(list(graph.nodes)):
         if node.op == "call_function" and getattr(node.target, "namespace", None) == "profiler":
-            graph.erase_node(node)
-    for node in list(graph.nodes):
-        if node.op == "call_function" and node.target is aten.copy_.default and node.args[0].op == "placeholder":
-            if node.users:
-                raise CaptureError(f"unexpected use of an input mutation epilogue node {node}")
             graph.erase_node(node)
     out_node = next(n for n in graph.nodes if n.op == "output")
     flat = list(out_node.args[0])
@@ -375,20 +404,74 @@ def _clean(gm: torch.fx.GraphModule, n_state: int) -> tuple[int, ...]:
 
 @dataclass
 class StepTrace:
-    """Pass 1 of a capture: the step's body, run once on fake tensors under `make_fx`.
+    """The one trace of a step: its body, run once on fake tensors under `make_fx`.
 
     Everything a cache lookup needs comes from this one run of the body (its op
-    `signature`, the outside tensors it reads, the specs of its outputs), and
-    `finish_capture` makes the captured graph from it without running the body again."""
+    `signature`, the outside tensors it reads, the specs of its outputs); `finish_capture`
+    makes the captured graph from `module` without tracing again."""
 
-    module: torch.fx.GraphModule  # the pass-1 graph (autograd and mutations recorded as ATen ops)
+    module: torch.fx.GraphModule  # functionalized and decomposed; returns (*state values, *outputs)
     n_state: int
     state_specs: tuple[TensorSpec, ...]
     batch_specs: tuple[TensorSpec, ...]
     output_specs: tuple[TensorSpec, ...]
     signature: str  # `OpSignature` digest (see trace_signature)
     constants: tuple[tuple[torch.Tensor, int], ...]
-    strides: tuple[tuple[int, ...], ...]  # of the inputs, to make stand-ins for a later pass 2
+    captured: CapturedGraph | None = None  # made by finish_capture, once
+
+
+@contextlib.contextmanager
+def _tracing_as_torch_export_does():
+    """`torch.compiler.is_compiling()` (and `is_exporting()`) true while the step is traced,
+    as torch.export sets them for its own make_fx trace of user code: libraries that check
+    them (Hugging Face's `is_tracing`, torch.optim's step counts) keep to static,
+    value-free code, where they would otherwise look for fake tensors and find functional
+    ones."""
+    compiler = torch.compiler
+    saved = compiler._is_compiling_flag, compiler._is_exporting_flag
+    compiler._is_compiling_flag = compiler._is_exporting_flag = True
+    try:
+        yield
+    finally:
+        compiler._is_compiling_flag, compiler._is_exporting_flag = saved
+
+
+def _functional(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    """`t` (a traced input) as a functional tensor, an autograd leaf when `requires_grad`."""
+    f = FunctionalTensor.to_functional(t)
+    return f.requires_grad_(True) if requires_grad else f
+
+
+def _value(t):
+    """The plain traced tensor holding a functional tensor's latest value (its pending
+    mutations applied); anything else as it is."""
+    if not isinstance(t, FunctionalTensor):
+        return t
+    torch._sync(t)
+    return torch._from_functional_tensor(t.elem)
+
+
+def _functional_step(fn, n_state: int, requires_grad: list[bool], signature: list):
+    """f(*state, *batch) -> [*state values, *outputs]: the user's step run on functional
+    tensors (inputs enter functionalization as autograd leaves of their own, so autograd
+    runs above it), its results as plain tensors; appends its `OpSignature` to `signature`."""
+
+    def traced(*flat):
+        with FunctionalTensorMode():
+            leaves = [_functional(t, r) for t, r in zip(flat, requires_grad)]
+        with FunctionalTensorMode():
+            results = _run_step(fn, n_state, signature, *leaves)
+        return [_value(r) for r in results]
+
+    return traced
+
+
+@contextlib.contextmanager
+def _tracing_modes():
+    """What a step is traced under (module docstring); fake tracing's errors made cstorch's."""
+    with _data_dependence_is_an_error(), enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
+        with _tracing_as_torch_export_does():
+            yield
 
 
 def trace_step(
@@ -396,67 +479,55 @@ def trace_step(
     state: Sequence[torch.Tensor],
     batch: Sequence[torch.Tensor],
 ) -> StepTrace:
-    """Pass 1 of `capture(fn, state, batch)`: runs the step's Python body, once."""
+    """The trace of `capture(fn, state, batch)`: runs the step's Python body, once, into a
+    functional core-ATen graph (module docstring)."""
     ids = [id(t) for t in state]
     if len(set(ids)) != len(ids):
         raise CaptureError("capture() needs distinct state tensors; deduplicate tied tensors first")
     n_state = len(state)
     signature: list[OpSignature] = []
-    stage1 = functools.partial(_run_step, fn, n_state, signature)
-    leaves, batch_leaves = _leaves(state), _leaves(batch)
-    with _data_dependence_is_an_error():
+    traced = _functional_step(fn, n_state, [t.requires_grad for t in (*state, *batch)], signature)
+    with _tracing_modes():
         # a tensor from outside the step (neither state nor batch) becomes a constant of the graph
-        with enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
-            gm1 = make_fx(stage1, tracing_mode="fake", _allow_non_fake_inputs=True)(*leaves, *batch_leaves)
+        gm = make_fx(traced, decomposition_table=decompositions(), tracing_mode="fake",
+                     _allow_non_fake_inputs=True)(*[t.detach() for t in (*state, *batch)])
     ops = signature[0]
     return StepTrace(
-        module=gm1,
+        module=gm,
         n_state=n_state,
         state_specs=tuple(TensorSpec.of(s) for s in state),
         batch_specs=tuple(TensorSpec.of(b) for b in batch),
         output_specs=tuple(ops.output_specs),
         signature=ops.hexdigest(),
         constants=tuple(ops.constants),
-        strides=tuple(tuple(t.stride()) for t in (*state, *batch)),
     )
 
 
-def finish_capture(trace: StepTrace, inputs: Sequence[torch.Tensor] | None = None) -> CapturedGraph:
-    """Pass 2 of a capture: functionalize and decompose `trace`'s graph (replayed node by
-    node; the step's body does not run again). `inputs` are the tensors traced in pass 1
-    (only their shapes, strides and dtypes matter); without them, stand-ins are made."""
-    specs = (*trace.state_specs, *trace.batch_specs)
-    if inputs is None:
-        inputs = [torch.empty_strided(s.shape, stride, dtype=s.dtype) for s, stride in zip(specs, trace.strides)]
-    n_state = trace.n_state
-    gm1 = trace.module
-    with _data_dependence_is_an_error():
-        # run gm1 node by node with metadata preserved, so derived ops keep their module paths
-        replay = lambda *args: torch.fx.Interpreter(gm1).run(*args)  # noqa: E731
-        with fx_traceback.preserve_node_meta():
-            gm2 = make_fx(
-                torch.func.functionalize(replay, remove="mutations_and_views"),
-                decomposition_table=decompositions(),
-                tracing_mode="fake",
-                _allow_non_fake_inputs=True,
-            )(*[t.detach() for t in inputs])
-    mutated = _clean(gm2, n_state)
-    _require_static_shapes(gm2)
-    state_nodes = [n for n in gm2.graph.nodes if n.op == "placeholder"][:n_state]
+def finish_capture(trace: StepTrace) -> CapturedGraph:
+    """The captured graph of `trace` (made once): only the changed state returned, dead
+    code and profiler ranges dropped, static shapes checked, unused state marked."""
+    if trace.captured is not None:
+        return trace.captured
+    gm, n_state = trace.module, trace.n_state
+    mutated = _clean(gm, n_state)
+    _views_as_copies(gm)
+    _require_static_shapes(gm)
+    state_nodes = [n for n in gm.graph.nodes if n.op == "placeholder"][:n_state]
     unused = tuple(i for i, n in enumerate(state_nodes) if not n.users and i not in mutated)
-    out_node = next(n for n in gm2.graph.nodes if n.op == "output")
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
     out_vals = [a.meta["val"] for a in out_node.args[0]][len(mutated):]
-    return CapturedGraph(
-        module=gm2,
+    trace.captured = CapturedGraph(
+        module=gm,
         state_specs=trace.state_specs,
         batch_specs=trace.batch_specs,
         output_specs=tuple(TensorSpec.of(v) for v in out_vals),
         mutated=mutated,
         unused=unused,
-        graph_hash=_graph_hash(gm2),
+        graph_hash=_graph_hash(gm),
         signature=trace.signature,
         constants=trace.constants,
     )
+    return trace.captured
 
 
 def capture(
@@ -472,11 +543,7 @@ def capture(
     and may call `backward()`. State and batch tensors that require grad are traced as
     leaves that require grad. `batch` holds the per-step inputs. `outputs` must be tensors.
     """
-    return finish_capture(trace_step(fn, state, batch), [*state, *batch])
-
-
-def _leaves(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    return [t.detach().requires_grad_(t.requires_grad) for t in tensors]
+    return finish_capture(trace_step(fn, state, batch))
 
 
 def _run_step(fn, n_state: int, signature: list, *flat):
@@ -497,14 +564,13 @@ def _run_step(fn, n_state: int, signature: list, *flat):
 
 def trace_signature(fn, state: Sequence[torch.Tensor], batch: Sequence[torch.Tensor]):
     """Run `fn(state, batch)` once on fake tensors exactly as `capture` does, without
-    building a graph: (its `OpSignature` digest, the specs of its outputs, the outside
+    building a graph (no tracer, no decompositions): (its `OpSignature` digest, the specs of its outputs, the outside
     tensors it reads with their versions, as `CapturedGraph.constants`). The digest equals
     `capture(...).signature` for the same step; this costs a fraction of a capture and has
     the same Python side effects (the step's body runs once)."""
     signature: list[OpSignature] = []
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with _data_dependence_is_an_error(), enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
-        with mode:
-            flat = [mode.from_tensor(t).requires_grad_(t.requires_grad) for t in (*state, *batch)]
-            _run_step(fn, len(state), signature, *flat)
+    traced = _functional_step(fn, len(state), [t.requires_grad for t in (*state, *batch)], signature)
+    with _tracing_modes(), mode:
+        traced(*[mode.from_tensor(t.detach()) for t in (*state, *batch)])
     return signature[0].hexdigest(), list(signature[0].output_specs), tuple(signature[0].constants)

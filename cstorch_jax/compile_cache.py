@@ -1,5 +1,5 @@
 """A persistent cache of compiled steps, so that a second process running the same
-script skips the second capture pass, the lowering and the XLA compile.
+script skips the lowering and the XLA compile.
 
 It returns only the program a run without the cache would compile, or nothing:
 
@@ -7,16 +7,16 @@ The key. `entry_key(lookup, platform, options)` hashes the caller's lookup strin
 step, the shapes and dtypes of its state and batch, the run's placement) with
 `engine_fingerprint`: the versions of Python, torch, jax and jaxlib, a digest of
 cstorch's own sources, the XLA options and flags, the graph-pass switches, the tables a
-program is made with (`tables_digest`: capture pass 2's decomposition table, user
+program is made with (`tables_digest`: the capture's decomposition table, user
 decompositions included, and the lowering table, each function by `code_digest`), the
 platform, the devices (kind, platform version) and the CPU's instruction-set features.
 
 The check. Within a key an entry is found by the step's op signature, recorded while its
-body runs in capture pass 1 (`capture.trace_step`: the one run of the body in the
-process, whatever the lookup finds). Any change to the code, a constant, a
+body runs in the capture (`capture.trace_step`: the one run of the body in the process,
+whatever the lookup finds). Any change to the code, a constant, a
 hyper-parameter, a shape or a dtype gives another signature, and the step is captured
 and compiled again (kept as another entry of the same key, up to MAX_VARIANTS). While
-user decompositions are registered (they act after the signature is recorded) the
+user decompositions are registered (they act below the ops the signature records) the
 caller also compares the captured graph (`Executable.for_step`). Nothing is used on a
 partial match.
 
@@ -169,7 +169,7 @@ def device_description() -> list[str]:
 
 
 def tables_digest() -> str:
-    """Digest of the tables that turn a captured step into a program: capture pass 2's
+    """Digest of the tables that turn a captured step into a program: the capture's
     decompositions (torch's core-ATen table with cstorch's and the user's changes) and
     the ATen -> jax.numpy lowerings, each function by `code_digest.digest`."""
     h = hashlib.sha256()

@@ -119,27 +119,27 @@ class Executable:
 
     @classmethod
     def for_step(cls, trace: StepTrace, batch_names: Sequence[str] | None = None, placement=None,
-                 cache_key: str | None = None, inputs=None) -> "Executable":
+                 cache_key: str | None = None) -> "Executable":
         """The executable of a traced step (`capture.trace_step`, whose run was the only run
         of the step's body): with a `cache_key`, the compile cache's program for it
-        (`lookup`); otherwise the capture is finished (`finish_capture`, on `inputs`: the
-        traced state and batch) and compiled, and stored under `cache_key`."""
+        (`lookup`); otherwise the capture is finished (`finish_capture`) and compiled, and
+        stored under `cache_key`."""
         placement = placement or SingleDevice()
         captured = None
         if cache_key is not None:
-            executable, captured = cls.lookup(trace, cache_key, batch_names, placement, inputs)
+            executable, captured = cls.lookup(trace, cache_key, batch_names, placement)
             if executable is not None:
                 return executable
         if captured is None:
-            captured = finish_capture(trace, inputs)
+            captured = finish_capture(trace)
         executable = cls(captured, batch_names, placement)
         if cache_key is not None:
             executable.save_to_cache(cache_key)
         return executable
 
     @classmethod
-    def lookup(cls, trace: StepTrace, cache_key: str, batch_names: Sequence[str] | None = None, placement=None,
-               inputs=None) -> tuple["Executable | None", CapturedGraph | None]:
+    def lookup(cls, trace: StepTrace, cache_key: str, batch_names: Sequence[str] | None = None,
+               placement=None) -> tuple["Executable | None", CapturedGraph | None]:
         """(the compile cache's executable for `trace` under `cache_key`, or None; the
         captured graph when the lookup had to finish the capture, or None). The entry must
         be recorded with the trace's op signature and, while user decompositions are
@@ -152,7 +152,7 @@ class Executable:
         cached = compile_cache.load(cache_key, trace.signature, placement.devices)
         captured = None
         if cached is not None and user_decompositions():
-            captured = finish_capture(trace, inputs)
+            captured = finish_capture(trace)
             if captured.graph_hash != cached.graph.graph_hash:
                 return None, captured  # compiled again, and stored over the entry
         if cached is None:
@@ -210,7 +210,7 @@ class Executable:
     def complete(self) -> "Executable":
         """This executable with its captured graph and lowering (what reports read):
         itself when it was compiled here; for one loaded from the cache, its step's capture
-        finished (pass 2 of the trace: the body does not run again) and lowered around the
+        finished (`finish_capture`: the body does not run again) and lowered around the
         loaded program, which is not compiled again."""
         if self._trace is None:
             return self

@@ -55,8 +55,7 @@ class JitFunction:
 
         # the body runs here, once, whatever the cache finds: its op signature is the lookup's check
         trace = trace_step(step, [], call.tensors)
-        executable = Executable.for_step(trace, call.tensor_names, cache_key=self._cache_key(call),
-                                         inputs=call.tensors)
+        executable = Executable.for_step(trace, call.tensor_names, cache_key=self._cache_key(call))
         return _Entry(executable, out["layout"])
 
     def _cache_key(self, call: CallSignature) -> str | None:

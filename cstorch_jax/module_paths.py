@@ -1,6 +1,6 @@
 """Which nn.Module each ATen op of a captured step comes from.
 
-While pass 1 traces the step, `record_module_paths()` keeps a stack of the modules whose
+While a step is traced, `record_module_paths()` keeps a stack of the modules whose
 forward is running (global forward hooks). A module's path is the root module's class
 name followed by the attribute names leading to it (`GPT2LMHeadModel.transformer.h.0.attn`).
 When a forward returns, every autograd node created inside it, and not already claimed
@@ -10,9 +10,9 @@ attributed to the module whose forward they differentiate.
 Each traced node gets `meta["nn_module_stack"] = {path: (path, class name)}` (innermost
 module only) and, for backward ops, `meta["custom"]["cstorch_backward"] = True`: fields that
 torch.fx copies from the current node metadata onto every node it creates in every supported
-release (torch's own `autograd_backward` is copied only from 2.13 on), so pass 2
-(functionalization and decompositions, run node by node with metadata preserved) keeps
-them on the ops it derives from each node.
+release (torch's own `autograd_backward` is copied only from 2.13 on), so the ops that
+functionalization and the decompositions derive from an op (below the tagging mode, while
+it dispatches) carry its tags.
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class _TagOps(TorchDispatchMode):
 
 @contextlib.contextmanager
 def record_module_paths() -> Iterator[None]:
-    """Within pass 1: tag every traced op with the module it comes from."""
+    """While a step is traced: tag every traced op with the module it comes from."""
     modules = _ModuleStack()
     pre = torch.nn.modules.module.register_module_forward_pre_hook(modules.enter)
     post = torch.nn.modules.module.register_module_forward_hook(modules.leave)

@@ -8,12 +8,14 @@ every command line),
 `reference/lowerings.md` (the lowering table), `reference/known-failures.md` (the OpInfo
 checks allowed to fail) and the API reference pages of `API_PAGES` (one entry per public
 name, rendered by mkdocstrings). Generated sections of hand-written pages:
-`GENERATED_SECTIONS` (the OpInfo check counts per dtype of `reference/op-coverage.md`).
+`GENERATED_SECTIONS` (the OpInfo check counts per dtype of `reference/op-coverage.md`, the
+benchmark tables of the performance page, where CI's time goes on `contributing.md`).
 """
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import re
 import sys
@@ -474,10 +476,28 @@ def step_overhead_table() -> str:
     return found.group(1).strip() + "\n"
 
 
+def ci_timings() -> str:
+    """Where a recorded `.ci/run` spent its time (`tests/timings.json`, written by
+    `python .ci/timings.py update .ci-stacks`): its phases, the pinned suite's test time
+    per test folder and its slowest files."""
+    record = json.loads((ROOT / "tests" / "timings.json").read_text())
+    total = record["test_seconds"]
+    lines = [f"Recorded {record['recorded']} on {record['machine']}: the pinned suite ran {record['tests_count']} "
+             f"tests, {total / 60:.0f} minutes of test time over its two workers.", "",
+             "| phase of `.ci/run` | minutes |", "|---|---:|"]
+    lines += [f"| {name} | {seconds / 60:.1f} |" for name, seconds in record["phases"].items()]
+    lines += ["", "| test folder | test time (min) | share |", "|---|---:|---:|"]
+    lines += [f"| `{folder}` | {seconds / 60:.1f} | {100 * seconds / total:.0f} % |"
+              for folder, seconds in record["directories"].items()]
+    lines += ["", f"The {len(record['slowest_files'])} slowest files:", "", "| file | test time (s) |", "|---|---:|"]
+    lines += [f"| `{path}` | {seconds:.0f} |" for path, seconds in record["slowest_files"].items()]
+    return "\n".join(lines) + "\n"
+
+
 #: sections of hand-written pages generated at build time: `<!-- generated: NAME -->` on a
 #: line of its own is replaced by GENERATED_SECTIONS[NAME]()
 GENERATED_SECTIONS = {"opinfo-counts": opinfo_counts, "benchmark-summary": benchmark_summary,
-                      "step-overhead": step_overhead_table}
+                      "step-overhead": step_overhead_table, "ci-timings": ci_timings}
 _SECTION = re.compile(r"^<!-- generated: (?P<name>[\w-]+) -->$", re.M)
 
 

@@ -140,8 +140,7 @@ def main(argv=None) -> int:
         return [loss]
 
     trace = trace_step(fn, [w, b], [x])
-    inputs = [w, b, x]
-    first = Executable.for_step(trace, ["x"], cache_key="fuzz", inputs=inputs)
+    first = Executable.for_step(trace, ["x"], cache_key="fuzz")
     (entry,) = Path(args.cache_dir).glob("steps/fuzz/*.entry")
     original = entry.read_bytes()
 
@@ -173,10 +172,10 @@ def main(argv=None) -> int:
             warnings.simplefilter("always")
             try:
                 if end_to_end:
-                    ex = Executable.for_step(trace, ["x"], cache_key="fuzz", inputs=inputs)
+                    ex = Executable.for_step(trace, ["x"], cache_key="fuzz")
                     ex = ex if ex.from_cache else None
                 else:
-                    ex, _ = Executable.lookup(trace, "fuzz", ["x"], inputs=inputs)
+                    ex, _ = Executable.lookup(trace, "fuzz", ["x"])
                 got, got_desc = (run(ex), described(ex)) if ex is not None else (None, None)
             except Exception as e:  # noqa: BLE001
                 failures.append(f"{what}: {type(e).__name__}: {e}")
@@ -193,7 +192,7 @@ def main(argv=None) -> int:
                     ours[0].message):
                 failures.append(f"{what}: refused with warnings {[str(w.message) for w in ours]}")
             if end_to_end:  # compiled again, equal to the original, stored over the damaged entry
-                ex = Executable.for_step(trace, ["x"], inputs=inputs)
+                ex = Executable.for_step(trace, ["x"])
                 if not all(np.array_equal(a, r) for a, r in zip(run(ex), reference)):
                     failures.append(f"{what}: the recompiled program differs")
                 if not entry.exists() or entry.read_bytes() == data:

@@ -4,10 +4,27 @@ import signal
 import pytest
 
 # Tests compile every step afresh: a persistent compile cache of an earlier run (or of
-# another test) would change what they measure. tests/test_compile_cache.py turns it on.
+# another test) would change what they measure. tests/test_compile_cache.py turns it on, and
+# the tests that start processes running the same scripts share one (`shared_compile_cache`).
 os.environ["CSTORCH_CACHE"] = "0"
 
+import scheduling  # noqa: E402
 from cstorch._backend import _reset_backend  # noqa: E402
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    scheduling.configure(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):  # pytest-xdist's
+    scheduling.configure_node(node)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist adds the group to each test id
+def pytest_collection_modifyitems(config, items):
+    scheduling.arrange(config, items)
 
 
 @pytest.fixture(autouse=True)
@@ -16,6 +33,21 @@ def fresh_backend():
     _reset_backend()
     yield
     _reset_backend()
+
+
+@pytest.fixture
+def shared_compile_cache(monkeypatch, tmp_path_factory, request):
+    """The processes this test starts use the compile cache of this pytest run, one folder
+    shared by the xdist workers and empty when the run starts: a script that another
+    process of the run compiled (a fit and the validation of its checkpoint, a run killed
+    and restarted, the same example under two tests) loads its program instead of
+    compiling it again. For tests that start scripts (`pytestmark` of their module) and
+    whose subject is not a cold compile; the cache returns the program a cold compile
+    would make (cstorch_jax/compile_cache.py)."""
+    in_xdist_worker = hasattr(request.config, "workerinput")
+    root = tmp_path_factory.getbasetemp().parent if in_xdist_worker else tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("CSTORCH_CACHE", "1")
+    monkeypatch.setenv("CSTORCH_CACHE_DIR", str(root / "compile-cache"))
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 INVENTORY = json.loads((ROOT / "tests" / "api" / "inventory_2_10.json").read_text())

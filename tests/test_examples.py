@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
+
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT / "examples" / "mnist.py"
 

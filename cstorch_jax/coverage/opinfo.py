@@ -23,18 +23,21 @@ compiling. An op is out of scope when none of its samples is in scope.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
+import numpy
 import torch
 import torch.utils._pytree as pytree
 
 from .. import jit
 from ..errors import CaptureError, MaterializationError, UnsupportedOpError
 from ..lowering.interpreter import uses_rng
+from ..lowering.registry import RANDOM_OPS
 from .accuracy import judge, to_reference
 
 PASS, FAIL, OUT_OF_SCOPE, NOT_APPLICABLE = "pass", "fail", "out of scope", "n/a"
@@ -75,11 +78,36 @@ def _seed_of(name: str, salt: str) -> int:
     return zlib.crc32(f"{name}:{salt}".encode())
 
 
+@contextlib.contextmanager
+def _cpu_only_reseeding():
+    """While OpInfo generates CPU samples: the reseeding it does before every sample
+    (`common_utils.set_rng_seed`) seeds the CPU generator, `random` and numpy, as
+    `torch.manual_seed` does for the CPU, and skips the lazy CUDA/XPU seeding that
+    `torch.manual_seed` queues with a formatted stack each time (most of the cost of
+    making a sample on a machine without those devices). Same samples, bit for bit."""
+    from torch.testing._internal import common_utils
+
+    full = common_utils.set_rng_seed
+
+    def cpu_seed(seed=None):
+        seed = common_utils.SEED if seed is None else seed
+        torch.default_generator.manual_seed(seed)
+        random.seed(seed)
+        numpy.random.seed(seed)
+
+    common_utils.set_rng_seed = cpu_seed
+    try:
+        yield
+    finally:
+        common_utils.set_rng_seed = full
+
+
 def choose_samples(op, dtype: torch.dtype, requires_grad: bool, limit: int | None) -> list:
     """The op's samples for `dtype`, generated from a fixed seed; at most `limit` of them,
     picked by a seeded RNG (all of them when `limit` is None)."""
-    torch.manual_seed(_seed_of(op_id(op), f"{dtype}:{requires_grad}") % 2**31)
-    samples = list(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
+    torch.default_generator.manual_seed(_seed_of(op_id(op), f"{dtype}:{requires_grad}") % 2**31)
+    with _cpu_only_reseeding():
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
     if limit is not None and len(samples) > limit:
         rng = random.Random(_seed_of(op_id(op), "pick"))
         picked = sorted(rng.sample(range(len(samples)), limit))
@@ -157,8 +185,8 @@ def _eager(op, parts):
 
 
 def _compiled(fn, *args):
-    """Run `cstorch_jax.jit(fn)(*args)`; (result, uses_rng, names of the graph's ATen ops).
-    Engine refusals that mean "out of scope" become OutOfScope; other errors propagate."""
+    """Run `cstorch_jax.jit(fn)(*args)`; (result, the captured graph's module). Engine
+    refusals that mean "out of scope" become OutOfScope; other errors propagate."""
     jitted = jit(fn)
     try:
         got = jitted(*args)
@@ -168,8 +196,48 @@ def _compiled(fn, *args):
         raise
     except MaterializationError as e:
         raise OutOfScope("the op reads tensor values on the host") from e
-    captured = jitted.executable(*args).captured
-    return got, uses_rng(captured.module), set(captured.ops())
+    return got, jitted.executable(*args).captured.module
+
+
+def ops_by_output_group(gm: torch.fx.GraphModule, groups: list[int]) -> list[set]:
+    """The ATen ops (node targets) that compute each group of the graph's outputs:
+    `groups[j]` is the group of output j; entry g of the result holds the targets of every
+    call node that output of group g depends on, and of every node kept for its side effect
+    alone (no users) that reads what the group reads. Samples compiled together share no
+    inputs, so each sample's slice is the graph it would have alone."""
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    need: dict[torch.fx.Node, set[int]] = {}
+    for arg, g in zip(out_node.args[0], groups):
+        if isinstance(arg, torch.fx.Node):
+            need.setdefault(arg, set()).add(g)
+    ops: list[set] = [set() for _ in range(max(groups, default=-1) + 1)]
+    for node in reversed(gm.graph.nodes):
+        gs = need.get(node)
+        if not gs:
+            continue
+        if node.op == "call_function":
+            for g in gs:
+                ops[g].add(node.target)
+        for inp in node.all_input_nodes:
+            need.setdefault(inp, set()).update(gs)
+    for node in gm.graph.nodes:  # a node kept for its side effect alone (an error check)
+        if node.op == "call_function" and not node.users and node not in need:
+            todo, seen, gs = list(node.all_input_nodes), set(), set()
+            while todo:  # the groups of the nearest ancestors that outputs depend on
+                n = todo.pop()
+                if n not in seen:
+                    seen.add(n)
+                    if n in need:
+                        gs |= need[n]
+                    else:
+                        todo.extend(n.all_input_nodes)
+            for g in gs:
+                ops[g].add(node.target)
+    return ops
+
+
+def _names(targets: set) -> set[str]:
+    return {str(t) for t in targets}
 
 
 # ops whose results are uninitialized memory in torch: only shapes and dtypes are defined
@@ -267,30 +335,32 @@ def check_sample(op, prepared: _Prepared, dtype: torch.dtype) -> set[str]:
     """Compile and judge one prepared sample: raise OutOfScope, AssertionError (mismatch)
     or the engine's error; on a match, return the names of the graph's ATen ops."""
     try:
-        got, random, ops = _compiled(prepared.fn, *prepared.args())
+        got, module = _compiled(prepared.fn, *prepared.args())
     except OutOfScope:
         raise
     except Exception:
         _check_outputs_in_scope(prepared.eager())  # a sample eager rejects is out of scope
         raise
-    _judge(op, prepared, got, random, dtype)
-    return ops
+    _judge(op, prepared, got, uses_rng(module), dtype)
+    return _names({n.target for n in module.graph.nodes if n.op == "call_function"})
 
 
-def check_batch(op, batch: list[_Prepared], dtype: torch.dtype) -> list[tuple[set[str] | None, BaseException | None]]:
-    """Every sample of `batch` compiled into ONE executable (one capture and one XLA
-    compile instead of one per sample), then judged one by one: (ops, None) or (None,
-    error) per sample. Raises if the batch does not compile or draws random numbers;
-    the caller then checks the samples one by one."""
-    got, random, ops = _compiled(lambda args: [p.fn(*a) for p, a in zip(batch, args)], [p.args() for p in batch])
-    if random:
-        raise OutOfScope("random op")
+def check_batch(op, batch: list[tuple[torch.dtype, _Prepared]]) -> list[tuple[set[str] | None, BaseException | None]]:
+    """Every (dtype, sample) of `batch` compiled into ONE executable (one capture and one
+    XLA compile instead of one per sample), then judged one by one at its dtype, each on its
+    own slice of the graph (`ops_by_output_group`: the ATen ops it ran, and whether it drew
+    random numbers, as if compiled alone): (ops, None) or (None, error) per sample. Raises
+    if the batch does not compile; the caller then checks the samples one by one."""
+    got, module = _compiled(lambda args: [p.fn(*a) for (_, p), a in zip(batch, args)], [p.args() for _, p in batch])
+    groups = [i for i, result in enumerate(got) for _ in _tensors(result)]
+    per_sample = ops_by_output_group(module, groups)
+    per_sample += [set()] * (len(batch) - len(per_sample))
     results = []
-    for p, g in zip(batch, got):
+    for (dtype, p), g, targets in zip(batch, got, per_sample):
         try:
-            _judge(op, p, g, False, dtype)
-            results.append((ops, None))
-        except Exception as e:  # noqa: BLE001 - every engine failure is a result here
+            _judge(op, p, g, bool(targets & RANDOM_OPS), dtype)
+            results.append((_names(targets), None))
+        except Exception as e:  # noqa: BLE001 - every engine failure (and OutOfScope) is a result here
             results.append((None, e))
     return results
 
@@ -313,6 +383,28 @@ class Outcome:
         if reason not in self.reasons and len(self.reasons) < 3:
             self.reasons.append(reason)
 
+    def record(self, ops: set[str] | None, error: BaseException | None) -> None:
+        """Count one sample: passed with the graph's `ops`, out of scope, or failed."""
+        if error is None:
+            self.ops |= ops
+            self.passed += 1
+        elif isinstance(error, OutOfScope):
+            self.out_of_scope += 1
+            self.note(f"out of scope: {error}")
+        else:
+            self.failed += 1
+            self.note(_describe(error))
+
+    def settle(self) -> "Outcome":
+        """Set the status from the counts (any failure fails; else any pass passes)."""
+        if self.failed:
+            self.status = FAIL
+        elif self.passed:
+            self.status = PASS
+        elif self.out_of_scope:
+            self.status = OUT_OF_SCOPE
+        return self
+
 
 def _describe(e: BaseException) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -323,50 +415,50 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[:200]}"
 
 
-def run_samples(op, samples: Iterable, prepare, dtype: torch.dtype, max_failures: int = 3) -> Outcome:
-    """The samples' outcome: in-scope samples run as one batch; when the batch does not
-    compile (or draws random numbers), one by one, so each sample gets its own verdict."""
-    out = Outcome()
-
-    def record(ops: set[str] | None, error: BaseException | None) -> None:
-        if error is None:
-            out.ops |= ops
-            out.passed += 1
-        elif isinstance(error, OutOfScope):
-            out.out_of_scope += 1
-            out.note(f"out of scope: {error}")
-        else:
-            out.failed += 1
-            out.note(_describe(error))
-
+def _prepare_all(op, samples: Iterable, prepare, dtype: torch.dtype, out: Outcome) -> list[_Prepared]:
+    """The in-scope samples, prepared; the others recorded in `out`."""
     batch = []
     for sample in samples:
         try:
             batch.append(prepare(op, sample, dtype))
         except Exception as e:  # noqa: BLE001 - OutOfScope, or eager torch's own failure on the sample
-            record(None, e)
+            out.record(None, e)
+    return batch
+
+
+def _try_batch(op, batch: list[tuple[torch.dtype, _Prepared]]):
+    """`check_batch`'s results, or None when there is no batch to make or it does not compile."""
+    if len(batch) < 2:
+        return None
     try:
-        results = check_batch(op, batch, dtype) if len(batch) > 1 else None
-    except Exception:  # noqa: BLE001 - the one-by-one run below attributes the failure
-        results = None
+        return check_batch(op, batch)
+    except Exception:  # noqa: BLE001 - the caller's smaller runs attribute the failure
+        return None
+
+
+def _run_prepared(op, batch: list[_Prepared], dtype: torch.dtype, out: Outcome, max_failures: int = 3) -> Outcome:
+    """The prepared samples of one mode run as one batch; when the batch does not compile,
+    one by one (stopping after `max_failures` failures), so each gets its own verdict."""
+    results = _try_batch(op, [(dtype, p) for p in batch])
     if results is None:
         for prepared in batch:
             if out.failed >= max_failures:
                 break
             try:
-                record(check_sample(op, prepared, dtype), None)
+                out.record(check_sample(op, prepared, dtype), None)
             except Exception as e:  # noqa: BLE001 - every engine failure is a result here
-                record(None, e)
+                out.record(None, e)
     else:
         for ops, error in results:
-            record(ops, error)
-    if out.failed:
-        out.status = FAIL
-    elif out.passed:
-        out.status = PASS
-    elif out.out_of_scope:
-        out.status = OUT_OF_SCOPE
-    return out
+            out.record(ops, error)
+    return out.settle()
+
+
+def run_samples(op, samples: Iterable, prepare, dtype: torch.dtype, max_failures: int = 3) -> Outcome:
+    """The samples' outcome: in-scope samples run as one batch; when the batch does not
+    compile, one by one, so each sample gets its own verdict."""
+    out = Outcome()
+    return _run_prepared(op, _prepare_all(op, samples, prepare, dtype, out), dtype, out, max_failures)
 
 
 def has_kernel(op, dtype: torch.dtype) -> bool:
@@ -381,17 +473,56 @@ def has_gradient(op, dtype: torch.dtype) -> bool:
     return op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
 
 
+MODES = ("forward", "grad")
+_PREPARE = {"forward": (False, prepare_forward), "grad": (True, prepare_grad)}
+
+
+def check_cases(op, cases: Sequence[tuple[torch.dtype, str]],
+                limit: int | None = DEFAULT_LIMIT) -> dict[tuple[torch.dtype, str], Outcome]:
+    """The outcome of one OpInfo in each case (dtype, mode), mode "forward" or "grad".
+
+    The in-scope samples of all the cases compile as ONE batch (one capture and one XLA
+    compile), each judged on its own slice of the graph at its own dtype. Float32 cases
+    and 16-bit cases are compiled apart (XLA compiles a program that holds 16-bit values
+    with other options: `xla_options`). When a batch does not compile, each case runs as
+    `run_samples` runs it (its own batch, then sample by sample), so every outcome is the
+    one a separate check of the case gives."""
+    outcomes: dict[tuple[torch.dtype, str], Outcome] = {}
+    prepared: dict[tuple[torch.dtype, str], list[_Prepared]] = {}
+    for dtype, mode in cases:
+        requires_grad, prepare = _PREPARE[mode]
+        if not has_kernel(op, dtype):
+            outcomes[dtype, mode] = Outcome(OUT_OF_SCOPE,
+                                            reasons=[f"out of scope: torch has no {dtype} kernel for it on CPU"])
+        elif requires_grad and not has_gradient(op, dtype):
+            outcomes[dtype, mode] = Outcome(NOT_APPLICABLE, reasons=["not differentiable"])
+        else:
+            outcomes[dtype, mode] = Outcome()
+            prepared[dtype, mode] = _prepare_all(op, choose_samples(op, dtype, requires_grad, limit), prepare,
+                                                 dtype, outcomes[dtype, mode])
+    for half in (False, True):
+        part = {case: batch for case, batch in prepared.items() if (case[0] in HALF_DTYPES) == half}
+        together = [(case[0], p) for case, batch in part.items() for p in batch]
+        results = _try_batch(op, together) if len(part) > 1 else None
+        if results is None:
+            for (dtype, mode), batch in part.items():
+                _run_prepared(op, batch, dtype, outcomes[dtype, mode])
+            continue
+        it = iter(results)
+        for case, batch in part.items():
+            for _ in batch:
+                outcomes[case].record(*next(it))
+            outcomes[case].settle()
+    return outcomes
+
+
 def check_mode(op, mode: str, dtype: torch.dtype = torch.float32, limit: int | None = DEFAULT_LIMIT) -> Outcome:
     """The outcome of one OpInfo at `dtype` in `mode` ("forward" or "grad")."""
-    if not has_kernel(op, dtype):
-        return Outcome(OUT_OF_SCOPE, reasons=[f"out of scope: torch has no {dtype} kernel for it on CPU"])
-    if mode == "forward":
-        return run_samples(op, choose_samples(op, dtype, False, limit), prepare_forward, dtype)
-    if not has_gradient(op, dtype):
-        return Outcome(NOT_APPLICABLE, reasons=["not differentiable"])
-    return run_samples(op, choose_samples(op, dtype, True, limit), prepare_grad, dtype)
+    return check_cases(op, [(dtype, mode)], limit)[dtype, mode]
 
 
 def check_op(op, dtype: torch.dtype = torch.float32, limit: int | None = DEFAULT_LIMIT) -> tuple[Outcome, Outcome]:
-    """(forward outcome, gradient outcome) of one OpInfo at `dtype`."""
-    return check_mode(op, "forward", dtype, limit), check_mode(op, "grad", dtype, limit)
+    """(forward outcome, gradient outcome) of one OpInfo at `dtype`, compiled together
+    (`check_cases`)."""
+    outcomes = check_cases(op, [(dtype, mode) for mode in MODES], limit)
+    return outcomes[dtype, "forward"], outcomes[dtype, "grad"]

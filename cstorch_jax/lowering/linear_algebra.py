@@ -221,14 +221,6 @@ def linalg_slogdet(a):
     return sign, jnp.sum(jnp.log(jnp.abs(diag)), axis=-1), lu, pivots
 
 
-@register(aten._linalg_check_errors.default)
-def linalg_check_errors(info, api_name, *, is_matrix):
-    """No-op. Eager torch raises here when a LAPACK `info` is nonzero (singular or
-    indefinite input); a compiled graph cannot raise, so the outputs keep the inf/nan
-    that XLA computes for such inputs. Use the `*_ex` variants to read `info`."""
-    return None
-
-
 # ---- triangular and Cholesky -------------------------------------------------------------
 
 

@@ -19,6 +19,8 @@ import torch
 import cstorch
 from guide import BATCH_SIZE, EVAL, Classifier, eager_training, parameters, run_example
 
+pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
+
 TOTAL = 120  # steps of the uninterrupted run: checkpoints at steps 0 and 100
 
 

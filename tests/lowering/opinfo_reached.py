@@ -6,9 +6,7 @@ test_every_lowering_is_tested accepts these ops as tested. `SINCE` names the ops
 supported torch releases never put in a captured graph, with the first release that does.
 """
 
-# torch 2.11's capture drops aten._linalg_check_errors as dead code: it became an effectful op
-# (kept although its result is unused) in torch 2.13.
-SINCE: dict[str, str] = {"aten._linalg_check_errors.default": "2.13"}
+SINCE: dict[str, str] = {}
 
 
 REACHED: dict[str, tuple[str, str]] = {
@@ -29,7 +27,6 @@ REACHED: dict[str, tuple[str, str]] = {
     'aten._histogramdd_bin_edges.default': ('histogramdd', 'forward'),
     'aten._histogramdd_from_bin_cts.default': ('histogramdd', 'forward'),
     'aten._histogramdd_from_bin_tensors.default': ('histogramdd', 'forward'),
-    'aten._linalg_check_errors.default': ('linalg.cholesky', 'forward'),
     'aten._linalg_det.default': ('linalg.det', 'forward'),
     'aten._linalg_eigh.default': ('linalg.eigvalsh', 'forward'),
     'aten._linalg_slogdet.default': ('linalg.slogdet', 'forward'),

@@ -175,14 +175,14 @@ sample("views", lambda x: (x.view(4, 6), x.reshape(-1), x.permute(2, 0, 1), x.tr
                            x[:1].squeeze(0), x[:1].squeeze(1), x.flatten(1), x[:, :1].expand(5, 2, 3, 4),
                            x.unsqueeze(1).expand(-1, 2, -1, -1), x.contiguous(), x.detach()),
        lambda: (R(2, 3, 4),),
-       [aten.view.default, aten.permute.default, aten.unsqueeze.default, aten.squeeze.dims, aten.expand.default,
-        aten.clone.default, aten.detach_copy.default], grad=True)
+       [aten.view_copy.default, aten.permute_copy.default, aten.unsqueeze_copy.default, aten.squeeze_copy.dims,
+        aten.expand_copy.default, aten.alias_copy.default], grad=True)
 sample("view_copies", lambda x: (x.mT.reshape(4, 6) * 2, x.permute(1, 2, 0).reshape(-1)),
        lambda: (R(2, 3, 4),), [aten.view_copy.default, aten.permute_copy.default], grad=True)
 sample("cat_split", lambda x, y: (torch.cat([x, y.t()], 0), torch.cat([x, torch.tensor([])]), torch.stack([x, x], 1),
                                   x.split(2, 1), x.split([1, 3], 1), x.chunk(2, 0), x.unbind(1), y.tensor_split(3, 0)),
        lambda: (R(3, 4), R(4, 2)),
-       [aten.cat.default, aten.split_copy.Tensor, aten.split_with_sizes.default, aten.unbind_copy.int], grad=True)
+       [aten.cat.default, aten.split_with_sizes_copy.default], grad=True)
 sample("slice_select", lambda x: (x[-10:100], x[1:-1], x[::2], x[5:2], x[:, -3:], x[:, 1:100:3], x[-1], x[:, -2],
                                   x.narrow(1, 1, 2), x[-3:-1, ::3], x[2:-100], x[..., 1]),
        lambda: (R(5, 4),), [aten.slice_copy.Tensor, aten.select_copy.int], grad=True)

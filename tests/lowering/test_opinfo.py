@@ -15,9 +15,10 @@ import torch
 pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (dev extra)")
 
 from cstorch_jax.coverage.opinfo import (  # noqa: E402
-    DEFAULT_LIMIT, FAIL, NOT_APPLICABLE, OUT_OF_SCOPE, check_mode, load_op_db, op_id,
+    DEFAULT_LIMIT, FAIL, MODES, NOT_APPLICABLE, OUT_OF_SCOPE, load_op_db, op_id,
 )
 from opinfo_expected_failures import EXPECTED_FAILURES, absent_here, expected_failure  # noqa: E402
+from opinfo_outcomes import outcome as shared_outcome  # noqa: E402
 from opinfo_reached import REACHED, SINCE  # noqa: E402
 
 OPS = {op_id(op): op for op in load_op_db()}
@@ -25,7 +26,9 @@ OPS = {op_id(op): op for op in load_op_db()}
 
 def _run(name: str, mode: str, request) -> None:
     full = request.config.getoption("--full")
-    outcome = check_mode(OPS[name], mode, limit=None if full else DEFAULT_LIMIT)
+    path = request.node.nodeid.split("::")[0]
+    siblings = [((torch.float32, m), f"{path}::test_opinfo_{m}[{name}]") for m in MODES]
+    outcome = shared_outcome(request, OPS[name], name, (torch.float32, mode), None if full else DEFAULT_LIMIT, siblings)
     expected = expected_failure(name, mode)
     if outcome.status == OUT_OF_SCOPE:
         pytest.skip("; ".join(outcome.reasons))

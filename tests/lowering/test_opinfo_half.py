@@ -14,11 +14,12 @@ import torch
 pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest (dev extra)")
 
 from cstorch_jax.coverage.opinfo import (  # noqa: E402
-    DEFAULT_LIMIT, FAIL, NOT_APPLICABLE, OUT_OF_SCOPE, PASS, check_mode, load_op_db, op_id,
+    DEFAULT_LIMIT, FAIL, MODES, NOT_APPLICABLE, OUT_OF_SCOPE, PASS, load_op_db, op_id,
 )
 from opinfo_expected_failures import (  # noqa: E402
     EXPECTED_FAILURES, FLOAT32_ONLY, HALF_EXPECTED_FAILURES, absent_here, expected_failure,
 )
+from opinfo_outcomes import outcome as shared_outcome  # noqa: E402
 
 OPS = {op_id(op): op for op in load_op_db()}
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -27,8 +28,10 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("mode", ["forward", "grad"])
 @pytest.mark.parametrize("name", list(OPS))
-def test_opinfo_in_16_bit(name, mode, dtype):
-    outcome = check_mode(OPS[name], mode, DTYPES[dtype], limit=DEFAULT_LIMIT)
+def test_opinfo_in_16_bit(name, mode, dtype, request):
+    path = request.node.nodeid.split("::")[0]
+    siblings = [((DTYPES[d], m), f"{path}::test_opinfo_in_16_bit[{name}-{m}-{d}]") for m in MODES for d in DTYPES]
+    outcome = shared_outcome(request, OPS[name], name, (DTYPES[dtype], mode), DEFAULT_LIMIT, siblings)
     if outcome.status == OUT_OF_SCOPE:
         pytest.skip("; ".join(outcome.reasons))
     if outcome.status == NOT_APPLICABLE:

@@ -12,6 +12,8 @@ from cerebras.modelzoo.cli import main as cszoo_main
 from cerebras.modelzoo.common import run_utils
 from cstorch.trainer import cli
 
+pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -17,6 +17,8 @@ import torch
 
 import cstorch
 
+pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YAML = os.path.join(ROOT, "examples", "configs", "modelzoo_mlp", "configs", "params_mlp_digits.yaml")
 STEPS, HALF = 40, 20

@@ -17,6 +17,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import cstorch
 
+pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(ROOT, "examples", "configs")
 

@@ -20,6 +20,8 @@ import yaml
 
 import cstorch
 
+pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(ROOT, "examples", "configs")
 STEPS, EVERY, KILL_AT = 24, 6, 12

@@ -9,7 +9,8 @@ import yaml
 
 from . import families, zoo
 
-pytestmark = pytest.mark.skipif(zoo.missing() is not None, reason=str(zoo.missing()))
+pytestmark = [pytest.mark.skipif(zoo.missing() is not None, reason=str(zoo.missing())),
+              pytest.mark.usefixtures("shared_compile_cache")]  # a fit and its validation compile once (conftest)
 
 
 @pytest.mark.parametrize("family", [*families.FAMILIES, *families.RECIPES])

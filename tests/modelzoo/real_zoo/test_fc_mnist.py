@@ -15,7 +15,8 @@ import torch
 
 from . import synthetic, zoo
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(zoo.missing() is not None, reason=str(zoo.missing()))]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(zoo.missing() is not None, reason=str(zoo.missing())),
+              pytest.mark.usefixtures("shared_compile_cache")]  # a fit and its validation compile once (conftest)
 
 CONFIGS = zoo.MODELS / "vision" / "fc_mnist" / "configs"
 STEPS = 4

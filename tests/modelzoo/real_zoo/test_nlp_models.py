@@ -26,7 +26,8 @@ import pytest
 
 from . import synthetic, zoo
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(zoo.missing() is not None, reason=str(zoo.missing()))]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(zoo.missing() is not None, reason=str(zoo.missing())),
+              pytest.mark.usefixtures("shared_compile_cache")]  # a fit and its validation compile once (conftest)
 
 NLP = zoo.MODELS / "nlp"
 STEPS = 6
