@@ -284,6 +284,65 @@ def test_the_built_site_reads_well(site):
     assert site_problems(out) == []
 
 
+
+#: the pages a user reads to get a task done: history and dated figures go to the changelog,
+#: the files of the implementation to the architecture and contributing pages
+USER_PAGES = [DOCS / "index.md", DOCS / "get-started.md", *sorted((DOCS / "guides").glob("*.md"))]
+_INTERNAL_PATH = re.compile(r"(?<![\w/<>.-])(?:cstorch|cstorch_jax|cerebras_pytorch|cerebras|modelzoo|tests|docs)/[\w./-]*")
+_DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+REPEAT_WORDS = 12
+
+
+def prose(markdown: str) -> str:
+    """A Markdown page's text outside fenced blocks (commands may name any file), line for line."""
+    lines, fenced = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        lines.append("" if fenced or line.lstrip().startswith("```") else line)
+    return "\n".join(lines)
+
+
+def guide_problems(pages: dict[str, str]) -> list[str]:
+    """What keeps user pages (name -> Markdown) from reading as task pages: a file path of the
+    implementation or a date in their prose, or a passage of REPEAT_WORDS words or more that
+    stands in two paragraphs (of one page or two)."""
+    problems, seen = [], {}
+    for name, markdown in pages.items():
+        text = prose(markdown)
+        for number, line in enumerate(text.splitlines(), 1):
+            problems += [f"{name}:{number}: internal path {m.group()}" for m in _INTERNAL_PATH.finditer(line)]
+            problems += [f"{name}:{number}: date {m.group()}" for m in _DATE.finditer(line)]
+        for index, paragraph in enumerate(re.split(r"\n\s*\n", text)):
+            words = re.findall(r"[\w'.-]+", paragraph.lower())
+            for i in range(len(words) - REPEAT_WORDS + 1):
+                passage = " ".join(words[i:i + REPEAT_WORDS])
+                first = seen.setdefault(passage, (name, index))
+                if first != (name, index):
+                    problems.append(f"{name}: repeats {first[0]}: '{passage}'")
+                    break
+    return problems
+
+
+def test_the_guide_problem_finder_reports_each_kind():
+    sentence = "a run killed with SIGKILL and resumed matches an uninterrupted run bit for bit"
+    pages = {"a.md": f"See `cstorch/run/run.py` (measured 2026-11-26).\n\n{sentence}.\n\n"
+                     "```bash\npython tests/storage/checkpoint_fuzz.py\n```\n",
+             "b.md": f"As said, {sentence}, always. `examples/configs/README.md`, <modelzoo>/src/x.yaml"}
+    assert guide_problems(pages) == [
+        "a.md:1: internal path cstorch/run/run.py", "a.md:1: date 2026-11-26",
+        f"b.md: repeats a.md: '{' '.join(sentence.lower().split()[:REPEAT_WORDS])}'"]
+
+
+def test_the_guides_are_task_pages():
+    """The user pages (home, get started, guides) name no file of the implementation and no
+    date in their prose, and say nothing twice: dated figures and history are on the
+    changelog page, which the site's navigation holds."""
+    pages = {str(p.relative_to(ROOT)): p.read_text() for p in USER_PAGES}
+    assert guide_problems(pages) == []
+    assert "changelog.md" in (ROOT / "mkdocs.yml").read_text()
+
+
 def test_the_architecture_walks_the_step_path_the_code_takes():
     """The architecture page's numbered walk through `Run.dispatch` names, in order, the
     calls `Run.dispatch` makes (so the page cannot drift from the code): the first

@@ -68,7 +68,7 @@ class TensorBoardLogger(Logger):
     def destination(self) -> Optional[str]:
         if self.summary_dir is None:
             return None
-        return f"TensorBoard events: {self.summary_dir} (tensorboard --logdir {self.summary_dir})"
+        return f"TensorBoard events: {self.summary_dir}"
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         import torch

@@ -86,9 +86,8 @@ class Checkpoint(CoreCallback):
         where = os.path.join(self.root, self.checkpoint_name)
         if self.steps == 0:
             return f"checkpoints: none (Checkpoint(steps=0)); loaded from {self.root}"
-        when = ("after the last step of each fit" if self.steps is None
-                else f"every {self.steps} global steps and after the last step of each fit")
-        return f"checkpoints: {where}, {when}"
+        when = "the last step" if self.steps is None else f"every {self.steps} steps and the last"
+        return f"checkpoints: {where} ({when})"
 
     def is_checkpoint_step(self, global_step: int, is_last: bool) -> bool:
         if self.steps == 0:
