@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import time
 
+from .callbacks.logs import format_metric
+
 log = logging.getLogger("cstorch.trainer")
 
 
@@ -36,8 +38,6 @@ def announce(trainer, what: str) -> None:
 
 
 def _metrics_text(metrics: dict) -> str:
-    from .callbacks.logs import format_metric
-
     return ", ".join(f"{k}={format_metric(k, v)}" for k, v in metrics.items())
 
 
