@@ -464,16 +464,25 @@ def benchmark_summary() -> str:
                       *lines, "", summary.group(1), ""])
 
 
-def step_overhead_table() -> str:
-    """The step-overhead table `python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`
-    recorded there (its section, without its heading)."""
+def recorded_section(name: str, benchmark: str) -> str:
+    """Section `name` of benchmarks/RESULTS.md, without its heading, as `python -m
+    benchmarks.<benchmark> --out benchmarks/RESULTS.md` recorded it there."""
     text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
-    found = re.search(r"<!-- section: step-overhead -->\n## [^\n]*\n(.*?)<!-- end section: step-overhead -->", text,
-                      re.S)
+    found = re.search(rf"<!-- section: {name} -->\n## [^\n]*\n(.*?)<!-- end section: {name} -->", text, re.S)
     if found is None:
-        raise ValueError("benchmarks/RESULTS.md has no step-overhead section: run "
-                         "`python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`")
+        raise ValueError(f"benchmarks/RESULTS.md has no {name} section: run "
+                         f"`python -m benchmarks.{benchmark} --out benchmarks/RESULTS.md`")
     return found.group(1).strip() + "\n"
+
+
+def step_overhead_table() -> str:
+    """The step-overhead table `python -m benchmarks.step_overhead` recorded."""
+    return recorded_section("step-overhead", "step_overhead")
+
+
+def start_up_table() -> str:
+    """The start-up times `python -m benchmarks.import_time` recorded."""
+    return recorded_section("start-up", "import_time")
 
 
 def ci_timings() -> str:
@@ -497,7 +506,7 @@ def ci_timings() -> str:
 #: sections of hand-written pages generated at build time: `<!-- generated: NAME -->` on a
 #: line of its own is replaced by GENERATED_SECTIONS[NAME]()
 GENERATED_SECTIONS = {"opinfo-counts": opinfo_counts, "benchmark-summary": benchmark_summary,
-                      "step-overhead": step_overhead_table, "ci-timings": ci_timings}
+                      "step-overhead": step_overhead_table, "start-up": start_up_table, "ci-timings": ci_timings}
 _SECTION = re.compile(r"^<!-- generated: (?P<name>[\w-]+) -->$", re.M)
 
 
