@@ -54,14 +54,26 @@ class BackendType(enum.Enum):
 
 class Backend:
     """The active backend: device, the run's stateful objects (`registry`, see
-    `cstorch.stateful`) and the run machinery."""
+    `cstorch.stateful`) and the run machinery.
+
+    Args:
+        backend_type: the type of the backend.
+        artifact_dir: where the run writes its files; None: `./cerebras_logs` on CSX, else the working
+            directory.
+        cluster_config: the cluster (`num_csx` devices) of a CSX backend; ignored by the others.
+        compile_only: capture and compile the first step and run none.
+        validate_only: like `compile_only` (the step is also compiled by XLA).
+        compile_dir: the real system's compile directory (recorded, not used).
+        placement: where a CSX run's arrays live (a `cstorch_jax` placement); None: one device.
+    """
 
     def __init__(self, backend_type: BackendType, artifact_dir: Optional[str] = None,
                  cluster_config: Optional[ClusterConfig] = None, compile_only: bool = False,
                  validate_only: bool = False, compile_dir: str = "cached_compile", placement=None):
         self.backend_type = backend_type
         default_dir = "./cerebras_logs" if backend_type.is_csx else "./"
-        self.artifact_dir = Path(os.path.abspath(artifact_dir or default_dir))  # created when a run starts
+        # created by the first write into it (an executor's `artifact_dir`, a profiler's save)
+        self.artifact_dir = Path(os.path.abspath(artifact_dir or default_dir))
         self.cluster_config = cluster_config if backend_type.is_csx else None
         self.compile_dir = compile_dir
         self.compile_only = compile_only
@@ -193,6 +205,18 @@ def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
     "CPU", "GPU" or a BackendType): create the process's one backend. It adopts the
     objects registered before it existed (models, optimizers, ... made earlier).
 
+    Args:
+        backend_type: "CSX" (or its alias "XLA"), "CPU", "GPU" (any case) or a BackendType; None: return the
+            current backend.
+        *args: the backend's further arguments, by position: `artifact_dir` for every type; then on CSX
+            `compile_dir`, `compile_only`, `validate_only`, `cluster_config`; on GPU the real GPU backend's
+            `enable_distributed`, `main_process_id`, `dist_backend`, `init_method`, `sync_batchnorm` (only
+            their defaults are accepted).
+        **kwargs: the same arguments by name. `artifact_dir`: where the run writes its files (on CSX by
+            default `./cerebras_logs`, created when a run writes there; elsewhere the working directory).
+            `cluster_config`: a ClusterConfig (`num_csx` devices). `compile_only` / `validate_only`: the
+            executor captures and compiles one step without running it.
+
     Differences from the real system:
         "CSX" runs on the devices XLA has (the host CPU or a GPU), not on a wafer. "GPU"
         needs a CUDA build of torch, and the GPU backend's DDP options are not supported
@@ -223,7 +247,12 @@ def backend(backend_type=None, *args, **kwargs) -> Optional[Backend]:
 
 
 def current_backend(raise_exception: bool = True, raise_warning: bool = True) -> Optional[Backend]:
-    """Deprecated: use cstorch.backend()."""
+    """Deprecated: use cstorch.backend().
+
+    Args:
+        raise_exception: raise RuntimeError when there is no backend (else return None).
+        raise_warning: issue the DeprecationWarning.
+    """
     if raise_warning:
         warnings.warn("cstorch.current_backend() is deprecated; use cstorch.backend()", DeprecationWarning,
                       stacklevel=2)

@@ -13,6 +13,9 @@ def step_closure(closure: Callable) -> Callable:
     runs after the step with plain host tensors. Called inside a traced CSX step, it
     repeats every step with that step's values. With no backend it runs at once.
 
+    Args:
+        closure: the function to queue; its arguments are snapshotted when it is called.
+
     Differences from the real system:
         On CSX the closures of step k run at the end of step k+1 (in order), so the
         device always has work; checkpoint steps, the last step and the end of the
@@ -31,7 +34,11 @@ def step_closure(closure: Callable) -> Callable:
 
 def checkpoint_closure(closure: Callable) -> Callable:
     """A step closure that runs only on checkpoint steps of the active DataExecutor,
-    after the model and optimizer tensors have been updated with that step's values."""
+    after the model and optimizer tensors have been updated with that step's values.
+
+    Args:
+        closure: the function to run on checkpoint steps (typically one that calls `cstorch.save`).
+    """
     @functools.wraps(closure)
     def queued(*args, **kwargs):
         b = _backend.backend()

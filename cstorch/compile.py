@@ -38,6 +38,11 @@ def compile(model: torch.nn.Module, backend=None) -> CompiledModel:  # noqa: A00
     real API, `model.device` is then the backend's torch device (Model Zoo callbacks make
     their tensors there: `torch.tensor(0.0).to(model.device)`).
 
+    Args:
+        model: the module to run.
+        backend: a Backend (the current one), a backend type string (creates the backend) or None (the
+            current backend, else a new CPU backend).
+
     Differences from the real system:
         Returns a callable wrapper of `model`; there is no sparsity `.apply` patching.
     """

@@ -46,6 +46,12 @@ def pol(level: Optional[int] = None, bwd_level: Optional[int] = None, enable_fwd
         enable_bwd: bool = True):
     """A decorator setting the POL of a function's operations (no effect here).
 
+    Args:
+        level: the forward POL, None or 0, 1 or 2.
+        bwd_level: the backward POL, None or 0, 1 or 2.
+        enable_fwd: whether the level applies to the forward operations.
+        enable_bwd: whether the level applies to the backward operations.
+
     Differences from the real system:
         Recorded and validated (the real errors), and changes nothing: it warns
         once, as the real one does off the wafer.
@@ -68,6 +74,11 @@ DeviceType = Literal["wgth", "acth", "wafer"]
 def device_annotation(device: DeviceType, enable_fwd=True, enable_bwd=True):
     """A decorator placing a function's operations on a part of the cluster (no effect here).
 
+    Args:
+        device: the part of the cluster: "wgth", "acth" or "wafer".
+        enable_fwd: whether the placement applies to the forward operations.
+        enable_bwd: whether the placement applies to the backward operations.
+
     Differences from the real system:
         The device is validated (the real error) and nothing changes: it warns once,
         as the real one does off the wafer.
@@ -79,7 +90,13 @@ def device_annotation(device: DeviceType, enable_fwd=True, enable_bwd=True):
 
 def device(backend_type: str, *args, **kwargs) -> torch.device:
     """The torch device of a backend of this type (extra arguments configure the real
-    system's device object and are not used)."""
+    system's device object and are not used).
+
+    Args:
+        backend_type: "CSX", "CPU", "GPU" or a BackendType.
+        *args: the real device's further arguments (not used).
+        **kwargs: the real device's further keyword arguments (not used).
+    """
 
     t = BackendType.from_str(backend_type) if isinstance(backend_type, str) else backend_type
     return torch.device("cuda") if t.is_gpu else torch.device("cpu")
@@ -100,6 +117,11 @@ def _overloads(op) -> list:
 def register_decomposition(op: Union[torch._ops.OpOverloadPacket, torch._ops.OpOverload],
                            device: Literal["CSX", "CPU"] = "CSX") -> Callable:
     """A decorator making its function the decomposition of `op` (see the module docstring).
+
+    Args:
+        op: an ATen op (`torch.ops.aten.<op>`) or one of its overloads.
+        device: "CSX": the decomposition replaces `op` in the steps captured from now on; "CPU": it becomes
+            `op`'s eager CPU kernel.
 
     Differences from the real system:
         `register_decomposition(op)(fn)` replaces `op` by `fn` in the steps compiled

@@ -36,6 +36,10 @@ def name_scope(name: str, raw: bool = False) -> Iterator[None]:
     """Name the operations run inside the block `name` (nested scopes join with ".";
     `raw=True` uses `name` as it is).
 
+    Args:
+        name: the scope's name.
+        raw: use `name` as it is instead of joining it to the enclosing scope's name.
+
     Differences from the real system:
         The names are recorded and change nothing in the compiled step; the same holds
         for `set_debug_scope`, `add_debug_name` and `get_debug_name`.
@@ -60,7 +64,11 @@ _debug_scope: Optional[str] = None
 
 
 def set_debug_scope(name: Optional[str]) -> None:
-    """Name every operation traced from now on `name` (None or "" clears it)."""
+    """Name every operation traced from now on `name` (None or "" clears it).
+
+    Args:
+        name: the scope name; None or "" clears it.
+    """
     global _debug_scope
     _debug_scope = name or None
 
@@ -70,7 +78,13 @@ def current_debug_scope() -> Optional[str]:
 
 
 def add_debug_name(module: torch.nn.Module, root_name: Optional[str] = None) -> None:
-    """Set `_debug_name` on `module` and its submodules to their dotted paths."""
+    """Set `_debug_name` on `module` and its submodules to their dotted paths.
+
+    Args:
+        module: the root module.
+        root_name: the root's name, which prefixes its submodules' paths; None: "" (the submodules get their
+            attribute paths).
+    """
 
     def name(m: torch.nn.Module, path: str) -> None:
         m._debug_name = path
@@ -81,6 +95,10 @@ def add_debug_name(module: torch.nn.Module, root_name: Optional[str] = None) -> 
 
 
 def get_debug_name(module: torch.nn.Module) -> str:
-    """The module's `_debug_name` (see `add_debug_name`), else its class name."""
+    """The module's `_debug_name` (see `add_debug_name`), else its class name.
+
+    Args:
+        module: the module.
+    """
     debug_name = getattr(module, "_debug_name", None)
     return debug_name if debug_name else type(module).__name__

@@ -40,6 +40,11 @@ __all__ = ["full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "ten
 def full(shape, value: float, dtype=None) -> torch.Tensor:
     """A tensor of `shape` filled with `value` on the current device.
 
+    Args:
+        shape: the shape of the tensor.
+        value: the value of every element.
+        dtype: the dtype; None: torch's default for `value`.
+
     Differences from the real system:
         The tensor is filled at once (the real CSX backend fills it lazily on the
         device: the same value).
@@ -48,28 +53,62 @@ def full(shape, value: float, dtype=None) -> torch.Tensor:
 
 
 def full_like(other: torch.Tensor, value: float, dtype=None) -> torch.Tensor:
-    """A tensor shaped like `other` filled with `value` (`other`'s dtype by default)."""
+    """A tensor shaped like `other` filled with `value` (`other`'s dtype by default).
+
+    Args:
+        other: the tensor whose shape the result takes.
+        value: the value of every element.
+        dtype: the dtype; None: `other`'s.
+    """
     return torch.full(other.shape, value, dtype=dtype or other.dtype, device=current_torch_device())
 
 
 def ones(shape, dtype=None) -> torch.Tensor:
+    """A tensor of `shape` filled with ones on the current device.
+
+    Args:
+        shape: the shape of the tensor.
+        dtype: the dtype; None: torch's default dtype.
+    """
     return full(shape, 1, dtype=dtype if dtype is not None else torch.get_default_dtype())
 
 
 def ones_like(other: torch.Tensor, dtype=None) -> torch.Tensor:
+    """A tensor shaped like `other` filled with ones on the current device.
+
+    Args:
+        other: the tensor whose shape the result takes.
+        dtype: the dtype; None: `other`'s.
+    """
     return full_like(other, 1, dtype)
 
 
 def zeros(shape, dtype=None) -> torch.Tensor:
+    """A tensor of `shape` filled with zeros on the current device.
+
+    Args:
+        shape: the shape of the tensor.
+        dtype: the dtype; None: torch's default dtype.
+    """
     return full(shape, 0, dtype=dtype if dtype is not None else torch.get_default_dtype())
 
 
 def zeros_like(other: torch.Tensor, dtype=None) -> torch.Tensor:
+    """A tensor shaped like `other` filled with zeros on the current device.
+
+    Args:
+        other: the tensor whose shape the result takes.
+        dtype: the dtype; None: `other`'s.
+    """
     return full_like(other, 0, dtype)
 
 
 def tensor(*args, **kwargs) -> torch.Tensor:
     """`torch.tensor(*args, **kwargs)` on the backend's device (see the module docstring).
+
+    Args:
+        *args: the arguments of `torch.tensor` (the data first); a tensor alone is moved as it is.
+        **kwargs: the keyword arguments of `torch.tensor` (dtype, ...).
 
     Differences from the real system:
         On CSX the tensor is not yet state of the run: inside a step it is a constant
@@ -91,6 +130,9 @@ def tensor(*args, **kwargs) -> torch.Tensor:
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """The tensor's values as a numpy array (bfloat16 as `ml_dtypes.bfloat16`).
 
+    Args:
+        tensor: a CPU tensor (a numpy array is returned as it is).
+
     Differences from the real system:
         bfloat16 values travel as `ml_dtypes.bfloat16` arrays (also in `from_numpy`).
     """
@@ -102,7 +144,11 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 def from_numpy(array: np.ndarray) -> torch.Tensor:
-    """The array as a torch tensor sharing its memory (bfloat16 included)."""
+    """The array as a torch tensor sharing its memory (bfloat16 included).
+
+    Args:
+        array: the array (a read-only array is copied first); a torch tensor is returned as it is.
+    """
     if isinstance(array, torch.Tensor):
         return array
     if not array.flags.writeable:
@@ -114,6 +160,9 @@ def from_numpy(array: np.ndarray) -> torch.Tensor:
 
 def make_constant(tensor: torch.Tensor) -> torch.Tensor:
     """`tensor` as a constant of the step being captured (see the module docstring).
+
+    Args:
+        tensor: a tensor from outside the step; its values are read now and frozen into the program.
 
     Differences from the real system:
         Turns a tensor from outside the step into a constant of the compiled

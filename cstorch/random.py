@@ -34,6 +34,13 @@ def get_rng_state() -> torch.Tensor:
 
 
 def set_rng_state(state: torch.Tensor) -> None:
+    """Restore the RNG state that `get_rng_state()` returned, so that the following steps
+    draw the numbers they drew after it was taken. cstorch only.
+
+    Args:
+        state: a state of the same backend type: torch's generator state (uint8) on
+            CPU/GPU, the XLA key on CSX (ValueError otherwise).
+    """
     ds = _csx_state()
     if ds is None:
         if state.dtype != torch.uint8:
@@ -48,7 +55,11 @@ def set_rng_state(state: torch.Tensor) -> None:
 
 
 def manual_seed(seed: int) -> None:
-    """Seed torch's generator and, on CSX, the XLA key of the compiled steps."""
+    """Seed torch's generator and, on CSX, the XLA key of the compiled steps.
+
+    Args:
+        seed: the seed (on CSX the XLA key is seeded with `seed % 2**32`).
+    """
     torch.manual_seed(seed)
     ds = _csx_state()
     if ds is not None:

@@ -145,6 +145,10 @@ for _name in ("graph", "jaxpr", "stablehlo", "hlo", "cost", "memory", "ops", "su
 def trace(step_fn: Callable) -> TracedStep:
     """Decorate the function that runs one training or evaluation step.
 
+    Args:
+        step_fn: the step: a function of the batch (and any other arguments) that runs the forward pass,
+            `loss.backward()` and the optimizer step, and returns what the loop needs (e.g. the loss).
+
     Differences from the real system:
         On CSX the body runs once, when the step is captured; later calls replay the
         compiled executable, several calls launched together

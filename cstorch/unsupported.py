@@ -109,7 +109,11 @@ def error(qualified: str) -> UnsupportedAPIError:
 
 def module_getattr(module: str):
     """A module-level `__getattr__` that raises the listed names' errors (and the usual
-    AttributeError for anything else)."""
+    AttributeError for anything else).
+
+    Args:
+        module: the module's name (`__name__`).
+    """
 
     def __getattr__(name: str):
         if not name.startswith("_"):

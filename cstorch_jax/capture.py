@@ -38,7 +38,6 @@ import torch
 from torch._decomp import core_aten_decompositions
 from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode, is_fake,
 )
@@ -265,12 +264,20 @@ _DYNAMIC_SHAPE_HINT = (
 )
 
 
+def _guard_errors() -> tuple:
+    """torch's `GuardOnDataDependentSymNode`, when its module is loaded: it imports sympy
+    (~0.7 s), which `import cerebras.pytorch` does not need, and an exception of that class
+    can only exist once torch has loaded the module that defines it."""
+    module = sys.modules.get("torch.fx.experimental.symbolic_shapes")
+    return (module.GuardOnDataDependentSymNode,) if module is not None else ()
+
+
 @contextlib.contextmanager
 def _data_dependence_is_an_error():
     """Fake tracing's ways of saying "this needs tensor values" become cstorch errors."""
     try:
         yield
-    except (GuardOnDataDependentSymNode, DynamicOutputShapeException) as e:
+    except (*_guard_errors(), DynamicOutputShapeException) as e:
         raise CaptureError(f"{_DYNAMIC_SHAPE_HINT} ({str(e).splitlines()[0]})") from e
     except DataDependentOutputException as e:
         raise MaterializationError(

@@ -72,7 +72,6 @@ import torch
 
 from . import code_digest, program_codec, xla_options
 from .capture import CapturedGraph, TensorSpec, decompositions
-from .lowering.registry import LOWERINGS, RANDOM_OPS
 
 ENV_DIR = "CSTORCH_CACHE_DIR"
 ENV_ENABLED = "CSTORCH_CACHE"
@@ -198,6 +197,8 @@ def tables_digest() -> str:
     """Digest of the tables that turn a captured step into a program: the capture's
     decompositions (torch's core-ATen table with cstorch's and the user's changes) and
     the ATen -> jax.numpy lowerings, each function by `code_digest.digest`."""
+    from .lowering.registry import LOWERINGS, RANDOM_OPS  # the tables load with the first step compiled
+
     h = hashlib.sha256()
     for name, table in (("decomposition", decompositions()), ("lowering", LOWERINGS)):
         for op, fn in sorted(table.items(), key=lambda kv: str(kv[0])):

@@ -29,8 +29,6 @@ from . import compile_cache, native
 from .capture import CapturedGraph, StepTrace, TensorSpec, finish_capture, user_decompositions
 from .dtypes import jax_dtype
 from .errors import StaticGraphError
-from .lowering import to_jax_function, uses_rng
-from .passes import for_platform
 from .placement import SingleDevice
 from .platform_policy import policy_for
 
@@ -65,6 +63,9 @@ class Executable:
                  compiled=None):
         """Lower `captured` and compile it (or take `compiled`, a program already compiled
         from this graph for this placement: the compile cache's)."""
+        from .lowering import to_jax_function, uses_rng  # the tables load with the first step compiled
+        from .passes import for_platform  # it loads the lowerings of the channels-last ops
+
         self._describe(captured, batch_names, placement)
         self.uses_rng = uses_rng(captured.module)
         n_state = len(captured.state_specs)

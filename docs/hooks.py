@@ -224,31 +224,23 @@ def _ours(obj) -> bool:
 _STATIC: dict = {}
 
 
-def _static_path_exists(path: str) -> bool:
-    """Whether griffe's static analysis (what mkdocstrings reads by default) finds `path`."""
+def _griffe_path_exists(path: str) -> bool:
+    """Whether griffe, as mkdocstrings runs it (static analysis with the reference's extension,
+    `docs/griffe_reference.py`, which adds the classes made at run time), finds `path`."""
     import griffe
 
     package = path.split(".")[0]
     if package not in _STATIC:
-        _STATIC[package] = griffe.load(package, search_paths=[str(ROOT)], resolve_aliases=False)
+        extensions = griffe.load_extensions("dataclasses",
+                                            f"{ROOT / 'docs' / 'griffe_reference.py'}:ReferenceExtension")
+        _STATIC[package] = griffe.load(package, search_paths=[str(ROOT)], resolve_aliases=False,
+                                       extensions=extensions, docstring_parser="google",
+                                       docstring_options={"warn_unknown_params": False, "warn_missing_types": False})
     try:
         _STATIC[package][path[len(package) + 1:]]
         return True
     except Exception:
         return False
-
-
-def _inspected(obj, name: str) -> list:
-    import inspect
-
-    try:
-        signature = str(inspect.signature(obj))
-    except (TypeError, ValueError):
-        signature = "(...)"
-    kind = "class" if inspect.isclass(obj) else "def"
-    doc = re.sub(r"^(Differences from the real system):$", r'!!! note "\1"', inspect.getdoc(obj) or "",
-                 flags=re.M)  # the Google-style section mkdocstrings renders as an admonition
-    return ["```python", f"{kind} {name}{signature}", "```", "", doc, ""]
 
 
 def _page_of_module(name: str):
@@ -315,11 +307,11 @@ def api_page(page: str) -> str:
             elif inspect.isclass(obj) or inspect.isfunction(obj):
                 seen[id(obj)] = (page, path)
                 home = f"{obj.__module__}.{obj.__qualname__}"
-                if _static_path_exists(home):
-                    lines += [f"::: {home}", "    options:", "      show_root_heading: true",
-                              "      show_root_toc_entry: false", "      heading_level: 4", ""]
-                else:  # made at import time (the optimizer classes): its signature and docstring, inspected
-                    lines += _inspected(obj, name)
+                if not _griffe_path_exists(home):
+                    raise ValueError(f"{path}: griffe does not find {home}; a class made at run time is added "
+                                     "by docs/griffe_reference.py")
+                lines += [f"::: {home}", "    options:", "      show_root_heading: true",
+                          "      show_root_toc_entry: false", "      heading_level: 4", ""]
             else:
                 text = repr(obj)
                 if len(text) > 300:
@@ -472,16 +464,25 @@ def benchmark_summary() -> str:
                       *lines, "", summary.group(1), ""])
 
 
-def step_overhead_table() -> str:
-    """The step-overhead table `python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`
-    recorded there (its section, without its heading)."""
+def recorded_section(name: str, benchmark: str) -> str:
+    """Section `name` of benchmarks/RESULTS.md, without its heading, as `python -m
+    benchmarks.<benchmark> --out benchmarks/RESULTS.md` recorded it there."""
     text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
-    found = re.search(r"<!-- section: step-overhead -->\n## [^\n]*\n(.*?)<!-- end section: step-overhead -->", text,
-                      re.S)
+    found = re.search(rf"<!-- section: {name} -->\n## [^\n]*\n(.*?)<!-- end section: {name} -->", text, re.S)
     if found is None:
-        raise ValueError("benchmarks/RESULTS.md has no step-overhead section: run "
-                         "`python -m benchmarks.step_overhead --out benchmarks/RESULTS.md`")
+        raise ValueError(f"benchmarks/RESULTS.md has no {name} section: run "
+                         f"`python -m benchmarks.{benchmark} --out benchmarks/RESULTS.md`")
     return found.group(1).strip() + "\n"
+
+
+def step_overhead_table() -> str:
+    """The step-overhead table `python -m benchmarks.step_overhead` recorded."""
+    return recorded_section("step-overhead", "step_overhead")
+
+
+def start_up_table() -> str:
+    """The start-up times `python -m benchmarks.import_time` recorded."""
+    return recorded_section("start-up", "import_time")
 
 
 def ci_timings() -> str:
@@ -505,7 +506,7 @@ def ci_timings() -> str:
 #: sections of hand-written pages generated at build time: `<!-- generated: NAME -->` on a
 #: line of its own is replaced by GENERATED_SECTIONS[NAME]()
 GENERATED_SECTIONS = {"opinfo-counts": opinfo_counts, "benchmark-summary": benchmark_summary,
-                      "step-overhead": step_overhead_table, "ci-timings": ci_timings}
+                      "step-overhead": step_overhead_table, "start-up": start_up_table, "ci-timings": ci_timings}
 _SECTION = re.compile(r"^<!-- generated: (?P<name>[\w-]+) -->$", re.M)
 
 

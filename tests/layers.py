@@ -15,7 +15,7 @@ import dataclasses
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("cstorch", "cstorch_jax", "cerebras")
+PACKAGES = ("cstorch", "cstorch_jax", "cerebras", "cstorch_cli")
 
 
 @dataclasses.dataclass(frozen=True)

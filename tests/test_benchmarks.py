@@ -1,5 +1,5 @@
-"""The step-overhead and sharding benchmarks run (tiny sizes) and report what they measure; no
-timing asserts."""
+"""The step-overhead, sharding and start-up benchmarks run (tiny sizes) and report what they
+measure; no timing asserts."""
 from __future__ import annotations
 
 import os
@@ -28,6 +28,22 @@ def test_step_overhead_quick(tmp_path):
     text = md.read_text()
     assert text.startswith("# suite results\n") and "<!-- section: step-overhead -->" in text
     assert [m.group(1) for m in re.finditer(r"^\| (\w+) .*\| [+-]\d+ \|", text, re.M)] == ["MNIST", "MLP", "GPT"], text
+
+
+def test_import_time_records_its_section(tmp_path):
+    """`benchmarks.import_time --rounds 1`: a row for each case, the ratio and the load
+    average, printed and, with --out, as the start-up section of the file."""
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# suite results\n")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.import_time", "--rounds", "1", "--out", str(md)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    for text in (proc.stdout, md.read_text()):
+        rows = re.findall(r"^\| `([^`]+)` \| \d+\.\d{3} \| \d+\.\d{3} \| \d+\.\d{3} \|$", text, re.M)
+        assert rows == ["import torch, jax", "import cerebras.pytorch", "cstorch --help"], text
+        assert re.search(r"takes \d+\.\d\dx the time of `import torch, jax`", text), text
+        assert re.search(r"load average \(1/5/15 min\) [\d.]+/[\d.]+/[\d.]+ before", text), text
+    assert md.read_text().startswith("# suite results\n") and "<!-- section: start-up -->" in md.read_text()
 
 
 def test_sharding_quick_records_its_section(tmp_path):

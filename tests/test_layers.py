@@ -22,6 +22,14 @@ LOCAL_IMPORTS = {
         "the report layer is loaded only when a report is asked for (jit(fn).lower)",
     ("cstorch.trainer.loggers", "cstorch.utils.tensorboard"):
         "tensorboard is heavy: it is loaded only when a TensorBoardLogger is set up",
+    ("cstorch_jax.executable", "cstorch_jax.lowering"):
+        "the lowering tables (every family's module) load when a step is first compiled, not at import",
+    ("cstorch_jax.executable", "cstorch_jax.passes"):
+        "the passes load the channels-last ops' lowerings: when a step is first compiled, not at import",
+    ("cstorch_jax.compile_cache", "cstorch_jax.lowering.registry"):
+        "the cache key digests the full lowering table, loaded when a step is first compiled or looked up",
+    ("cstorch_cli", "cstorch.trainer.cli"):
+        "`cstorch --help` and usage errors answer before torch, jax and cstorch are imported",
 }
 
 

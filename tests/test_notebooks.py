@@ -134,5 +134,24 @@ def test_notebooks_are_committed_stripped():
                 dirty.append(f"{name} cell {i}: execution_count {cell.execution_count}")
             if "execution" in cell.get("metadata", {}):
                 dirty.append(f"{name} cell {i}: execution timing metadata")
-    assert not dirty, ("notebooks are not stripped (jupyter nbconvert --clear-output --inplace "
-                       "--ClearMetadataPreprocessor.enabled=True notebooks/*.ipynb):\n" + "\n".join(dirty))
+    assert not dirty, "notebooks are not stripped (python notebooks/strip.py):\n" + "\n".join(dirty)
+
+
+def test_the_strip_script_removes_outputs_counts_and_timing(tmp_path):
+    """`python notebooks/strip.py a.ipynb` turns a run notebook back into the committed one."""
+    import subprocess
+
+    name = NOTEBOOK_NAMES[0]
+    committed = nbformat.read(NOTEBOOKS / name, as_version=4)
+    run = nbformat.read(NOTEBOOKS / name, as_version=4)
+    code = [c for c in run.cells if c.cell_type == "code"]
+    for i, cell in enumerate(code):
+        cell.execution_count = i + 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"cell {i}\n")]
+        cell.metadata["execution"] = {"iopub.status.busy": "2026-01-01T00:00:00Z"}
+    path = tmp_path / name
+    nbformat.write(run, path)
+    proc = subprocess.run([sys.executable, str(NOTEBOOKS / "strip.py"), str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "stripped" in proc.stdout, proc.stderr
+    assert nbformat.read(path, as_version=4).cells == committed.cells

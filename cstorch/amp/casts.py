@@ -65,7 +65,14 @@ def casts_active() -> bool:
 
 
 def init(enabled=True, enable_caching=True, verbose=False, allow_banned=False) -> AmpHandle:
-    """Activate the casts for the process (once; see the module docstring)."""
+    """Activate the casts for the process (once; see the module docstring).
+
+    Args:
+        enabled: activate the casts and mixed precision; False: deactivate the casts.
+        enable_caching: the real system's cast caching (no effect here).
+        verbose: the real system's cast logging (no effect here).
+        allow_banned: the real system's permission for banned functions (no effect here).
+    """
     with _init_lock:
         if not _init_handle:
             if enabled:
@@ -107,7 +114,11 @@ def _cast(args, kwargs, dtype):
 
 
 def half_function(fn):
-    """`fn` with its floating-point tensor arguments cast to the half dtype while casts are active."""
+    """`fn` with its floating-point tensor arguments cast to the half dtype while casts are active.
+
+    Args:
+        fn: the function to wrap.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -120,7 +131,11 @@ def half_function(fn):
 
 
 def float_function(fn):
-    """`fn` computed in float32 (arguments cast, autocast off) while casts are active."""
+    """`fn` computed in float32 (arguments cast, autocast off) while casts are active.
+
+    Args:
+        fn: the function to wrap.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -134,7 +149,11 @@ def float_function(fn):
 
 
 def promote_function(fn):
-    """`fn` with mixed half/float32 arguments all cast to float32 while casts are active."""
+    """`fn` with mixed half/float32 arguments all cast to float32 while casts are active.
+
+    Args:
+        fn: the function to wrap.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -155,17 +174,32 @@ def _register(module, name, wrap) -> None:
 
 
 def register_half_function(module, name) -> None:
-    """Replace `module.name` by `half_function(module.name)`."""
+    """Replace `module.name` by `half_function(module.name)`.
+
+    Args:
+        module: the module (or any object) holding the function.
+        name: the function's attribute name.
+    """
     _register(module, name, half_function)
 
 
 def register_float_function(module, name) -> None:
-    """Replace `module.name` by `float_function(module.name)`."""
+    """Replace `module.name` by `float_function(module.name)`.
+
+    Args:
+        module: the module (or any object) holding the function.
+        name: the function's attribute name.
+    """
     _register(module, name, float_function)
 
 
 def register_promote_function(module, name) -> None:
-    """Replace `module.name` by `promote_function(module.name)`."""
+    """Replace `module.name` by `promote_function(module.name)`.
+
+    Args:
+        module: the module (or any object) holding the function.
+        name: the function's attribute name.
+    """
     _register(module, name, promote_function)
 
 

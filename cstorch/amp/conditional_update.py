@@ -27,13 +27,21 @@ __all__ = ["isfinite", "update_if_finite", "setup_optimizer"]
 
 
 def isfinite(optimizer) -> Union[torch.Tensor, bool]:
-    """Whether `optimizer`'s last step in this step had finite gradients (see the module docstring)."""
+    """Whether `optimizer`'s last step in this step had finite gradients (see the module docstring).
+
+    Args:
+        optimizer: the optimizer stepped by a GradScaler.
+    """
     applied = if_finite.step_applied(optimizer)
     return True if applied is None else applied
 
 
 def update_if_finite(optimizer, tensor: torch.Tensor) -> None:
     """Keep the coming change of `tensor` only if this step's gradients are finite.
+
+    Args:
+        optimizer: the optimizer whose step decides.
+        tensor: the tensor whose coming change is kept only when the gradients are finite.
 
     Differences from the real system:
         Outside a traced step it does nothing.
@@ -43,6 +51,9 @@ def update_if_finite(optimizer, tensor: torch.Tensor) -> None:
 
 def setup_optimizer(optimizer):
     """`optimizer` itself (see the module docstring).
+
+    Args:
+        optimizer: the optimizer (returned unchanged).
 
     Differences from the real system:
         It returns the optimizer unchanged: the GradScaler needs no stash here.

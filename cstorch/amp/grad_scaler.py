@@ -58,6 +58,17 @@ _TENSOR_STATE = ("_loss_scale", "_steps_since_rescale", "_overflows_since_rescal
 class GradScaler:
     """Static or dynamic loss scaling as tensor math (see the module docstring for the rule).
 
+    Args:
+        loss_scale: "dynamic", or a number: a static scale; None: 1.0 (no scaling).
+        init_scale: the first dynamic scale; None: 2**15 (capped at `max_loss_scale`).
+        steps_per_increase: the clean steps after which a dynamic scale doubles; None: 2000.
+        min_loss_scale: the least dynamic scale (>= 2**-14); None: 2**-14.
+        max_loss_scale: the largest dynamic scale; None: 2**15.
+        overflow_tolerance: the fraction of overflowing steps since the last change above which a dynamic
+            scale halves (0: at the first overflow).
+        max_gradient_norm: deprecated: clip the gradients to this global norm inside the scaler (dynamic
+            scaling only; use `optimizer_step(max_gradient_norm=...)`).
+
     Differences from the real system:
         Scaling runs on every backend (the real one is a no-op off CSX). With dynamic
         scaling the scale doubles after exactly `steps_per_increase` clean steps (the real

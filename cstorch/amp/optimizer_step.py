@@ -12,7 +12,15 @@ def optimizer_step(loss: torch.Tensor, optimizer, grad_scaler: GradScaler, max_g
     """Run `grad_scaler.scale(loss).backward()` (do not call backward yourself), unscale
     the gradients, clip them by global norm or by value (not both), step every optimizer
     through the scaler, update the scale and zero the gradients. `optimizer` is one
-    cstorch optimizer or a list of them."""
+    cstorch optimizer or a list of them.
+
+    Args:
+        loss: the loss tensor of the step.
+        optimizer: a cstorch optimizer or a list of them.
+        grad_scaler: the GradScaler that scales the loss.
+        max_gradient_norm: clip the gradients to this global norm (>= 0); None: no norm clipping.
+        max_gradient_value: clip every gradient element to [-value, value] (>= 0); None: no value clipping.
+    """
     if not isinstance(loss, torch.Tensor):
         raise ValueError(f"Expected the loss to be a single tensor, got {type(loss).__name__}")
     optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]

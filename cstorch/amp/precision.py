@@ -52,6 +52,9 @@ def set_half_dtype(value: Union[str, torch.dtype]) -> torch.dtype:
     precision; returns the torch dtype the model computes in (float16 for cbfloat16, its
     proxy, with a warning: see the module docstring).
 
+    Args:
+        value: "float16", "bfloat16" or "cbfloat16", or torch.float16 / torch.bfloat16.
+
     Differences from the real system:
         CSX computes in float32 until this is called (the real wafer always computes
         mixed). `cbfloat16` computes in float16, its proxy dtype, as the real
@@ -100,6 +103,12 @@ def mixed_precision() -> bool:
 
 
 def enable_mixed_precision(enable: bool = True) -> bool:
+    """Turn mixed precision on or off (for this process and, through an environment
+    variable, the processes it starts); returns `enable`.
+
+    Args:
+        enable: True: compute in the half dtype (`set_half_dtype`); False: in float32.
+    """
     if not isinstance(enable, bool):
         raise ValueError(f"Expected a boolean value, got: {type(enable).__name__}")
     _state.enabled = enable
@@ -108,24 +117,41 @@ def enable_mixed_precision(enable: bool = True) -> bool:
 
 
 def get_floating_point_dtype(default: torch.dtype = torch.float32) -> torch.dtype:
-    """The half dtype when mixed precision is on, else `default`."""
+    """The half dtype when mixed precision is on, else `default`.
+
+    Args:
+        default: the dtype returned when mixed precision is off.
+    """
     return get_half_dtype() if mixed_precision() else default
 
 
 def get_floating_point_dtype_str(default: str = "float32") -> str:
+    """The half dtype's name when mixed precision is on, else `default`.
+
+    Args:
+        default: the name returned when mixed precision is off.
+    """
     return get_half_dtype_str() if mixed_precision() else default
 
 
 def is_cbfloat16_tensor(tensor: torch.Tensor) -> bool:
     """Whether `tensor` holds cbfloat16 values: the half dtype is cbfloat16 and the tensor
-    has its proxy dtype (float16), as in the real API."""
+    has its proxy dtype (float16), as in the real API.
+
+    Args:
+        tensor: the tensor.
+    """
     return _state.half_dtype_str == "cbfloat16" and tensor.dtype == _PROXY["cbfloat16"]
 
 
 @contextlib.contextmanager
 def autocast(dtype: torch.dtype | None = None):
     """torch.autocast on the CPU/GPU backends (CPU: bfloat16 only); a no-op on CSX,
-    where `set_half_dtype` alone decides the compute dtype of the captured step."""
+    where `set_half_dtype` alone decides the compute dtype of the captured step.
+
+    Args:
+        dtype: the autocast dtype on CPU/GPU; None: the half dtype (`set_half_dtype`).
+    """
     backend = current_backend_impl()
     if backend.is_csx:
         yield None

@@ -29,6 +29,10 @@ def save_sharded(state_dict, directory) -> None:
     """Write `state_dict` as a new cstorch orbax directory, tensors the devices hold
     written from their device shards (see the module docstring). cstorch only.
 
+    Args:
+        state_dict: the state to write (nested dicts, lists and tuples of tensors and other values).
+        directory: the new directory (it must not exist).
+
     Differences from the real system:
         Call it in the loop body between steps (a checkpoint closure has already
         brought the state to the host) and in every process. Tensors the devices do not

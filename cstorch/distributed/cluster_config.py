@@ -18,14 +18,26 @@ _UNSET = object()
 
 
 class MountDir(NamedTuple):
-    """A local path and where the cluster's containers see it."""
+    """A local path and where the cluster's containers see it.
+
+    Args:
+        path: the local path.
+        container_path: where the cluster's containers see it.
+    """
     path: str
     container_path: str
 
 
 @dataclass(frozen=True)
 class NotificationTarget:
-    """Who is told about cluster-side events of the job."""
+    """Who is told about cluster-side events of the job.
+
+    Args:
+        mailto: e-mail addresses to notify.
+        slack: Slack targets to notify.
+        pagerduty: PagerDuty targets to notify.
+        severity_threshold: the least severity of an event that is notified.
+    """
     mailto: List[str] = field(default_factory=list)
     slack: List[str] = field(default_factory=list)
     pagerduty: List[str] = field(default_factory=list)
@@ -159,6 +171,27 @@ class _Notifications(_Checked):
 class ClusterConfig:
     """The wafer cluster of a CSX run (see the module docstring for what each field does
     here).
+
+    Args:
+        mgmt_address: the coordinator of a multi-process run, `"<name>:<port>"`; None: none.
+        mgmt_namespace: the wafer cluster's namespace (no effect here).
+        credentials_path: the cluster's credentials (no effect here).
+        num_csx: the number of XLA devices of the data-parallel mesh (an integer >= 1 on CSX).
+        max_wgt_servers: the wafer cluster's weight servers (no effect here).
+        max_act_per_csx: the wafer cluster's activation servers per system (no effect here).
+        num_workers_per_csx: the number of data workers W (threads of this process); 0 counts as 1.
+        cbcore_image: the cluster's container image (no effect here).
+        job_labels: "key=value" labels of the cluster job (validated; no effect here).
+        job_priority: "p1", "p2" or "p3" (no effect here).
+        job_time_sec: the job's time limit in seconds (no effect here).
+        mount_dirs: paths or MountDir entries the cluster mounts (each path must exist; no effect here).
+        python_paths: paths added to the cluster's Python path (each must exist; no effect here).
+        automount: the cluster's automount setting (no effect here).
+        mount_all: the cluster's mount-all setting (no effect here).
+        disable_mount_check: the cluster's mount check setting (no effect here).
+        disable_version_check: the cluster's version check setting (no effect here).
+        workflow_id: the cluster workflow the job joins (no effect here).
+        notifications: NotificationTarget entries or dicts of their fields (no effect here).
 
     Differences from the real system:
         Fields other than `num_csx`, `num_workers_per_csx` and `mgmt_address` are

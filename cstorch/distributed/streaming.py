@@ -93,7 +93,11 @@ def num_tasks() -> int:
 
 
 def is_master_ordinal(local: bool = False) -> bool:
-    """Whether the calling task is ordinal 0 (`local` is accepted for the XLA-style API)."""
+    """Whether the calling task is ordinal 0 (`local` is accepted for the XLA-style API).
+
+    Args:
+        local: accepted for the XLA-style API; it does not change the result.
+    """
     return get_ordinal() == 0
 
 
@@ -114,6 +118,10 @@ def num_receivers() -> int:
 def get_streaming_batch_size(effective_batch_size: int, global_rank: Optional[int] = None) -> int:
     """The batch size a data worker streams: the whole `effective_batch_size` (every
     worker streams global batches; `global_rank` does not change that here).
+
+    Args:
+        effective_batch_size: the global batch size (a positive integer).
+        global_rank: the worker's rank (it does not change the result here).
 
     Differences from the real system:
         It returns its argument: every worker streams whole global batches.

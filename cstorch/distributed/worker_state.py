@@ -15,6 +15,22 @@ from typing import Any, Optional
 
 @dataclass(frozen=True)
 class DataLoaderCheckpoint:
+    """Where one data worker's stream stands, as `get_worker_state()` gives it to a
+    restartable loader's `state_dict()` and `load_state_dict()`.
+
+    Args:
+        local_worker_id: the data worker's index, 0 .. num_workers_per_csx - 1.
+        num_workers_per_csx: the run's number of data workers.
+        num_csx: the real system's number of systems (cstorch gives 1: every worker streams the whole
+            run's batches).
+        wse_id: the real system's system the worker streams to (cstorch gives 0).
+        appliance_step: the steps the run has completed.
+        worker_step: the batches of this worker that steps consumed (never those prefetched).
+        samples_streamed: `worker_step` times the batch size.
+        user_state_dict: the real system's slot for the loader's own state (cstorch gives None: the loader's
+            state reaches it as the argument of `load_state_dict`).
+    """
+
     local_worker_id: int = 0
     num_workers_per_csx: int = 1
     num_csx: int = 1

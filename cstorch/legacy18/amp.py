@@ -27,6 +27,15 @@ class GradScaler(cstorch.amp.GradScaler):
     """The 2.x GradScaler (`scale`, `unscale_`, `step`, `update`, `state_dict`, ...) with
     1.8's arguments and its default `overflow_tolerance=0.05`.
 
+    Args:
+        loss_scale: "dynamic", or a number: a static scale; None: 1.0.
+        init_scale: the first dynamic scale; None: 2**15.
+        steps_per_increase: the clean steps after which a dynamic scale doubles; None: 2000.
+        min_loss_scale: the least dynamic scale; None: 2**-14.
+        max_loss_scale: the largest dynamic scale; None: 2**15.
+        overflow_tolerance: the fraction of overflowing steps above which a dynamic scale halves.
+        max_gradient_norm: 1.8's pipeline-mode clipping (no effect here; a warning).
+
     Differences from the real system:
         `max_gradient_norm` (a pipeline-mode setting in 1.8) has no effect, with a
         warning: clip with `optimizer_step(..., max_gradient_norm=...)`.
@@ -51,6 +60,14 @@ def optimizer_step(loss, optimizer, grad_scaler: Optional[cstorch.amp.GradScaler
     """Backward, unscale, clip (by norm or by value), step, update, zero_grad: the 2.x
     `cstorch.amp.optimizer_step`. `max_gradient_val` is 1.8's name of 2.x's
     `max_gradient_value` (both accepted, not together).
+
+    Args:
+        loss: the loss tensor of the step.
+        optimizer: a cstorch optimizer or a list of them.
+        grad_scaler: the GradScaler; None: a static scaler of 1.0 (no scaling).
+        max_gradient_norm: clip the gradients to this global norm.
+        max_gradient_val: 1.8's name of `max_gradient_value`.
+        max_gradient_value: clip every gradient element to [-value, value] (not with `max_gradient_val`).
 
     Differences from the real system:
         `grad_scaler=None`, as the porting guide's example passes when it does not scale

@@ -102,6 +102,10 @@ def compile(model: torch.nn.Module, backend: str = "wse_ws") -> CompiledModel:  
     "cpu"; "gpu"): creates the process's backend from the `configure` configuration (its
     defaults without it) on first use, then `cstorch.compile(model)`.
 
+    Args:
+        model: the module to run.
+        backend: "wse_ws" (CSX), "cpu" or "gpu", any case.
+
     Differences from the real system:
         Pipeline execution (`"wse_pipeline"`, `"wse_pl"`, `"pipeline"`) is a
         `NotImplementedError`. The returned model's `.backend` offers 1.8's `is_wse()`,

@@ -36,6 +36,10 @@ class AccuracyMetric(_ComputeOnSystem, cstorch.metrics.AccuracyMetric):
     """Accuracy (2.x `AccuracyMetric`) with 1.8's constructor `(name,
     compute_on_system=True)`: `metric(labels=..., predictions=...)`, `float(metric)`.
 
+    Args:
+        name: the name the metric is registered under.
+        compute_on_system: False: 1.8's host computation, refused on CSX when the metric is updated.
+
     Differences from the real system:
         `compute_on_system=False` (host computation, a pipeline-mode feature) is a
         `ValueError` when the metric is updated on CSX; CPU and GPU accept it.
@@ -45,6 +49,10 @@ class AccuracyMetric(_ComputeOnSystem, cstorch.metrics.AccuracyMetric):
 class PerplexityMetric(_ComputeOnSystem, cstorch.metrics.PerplexityMetric):
     """Perplexity (2.x `PerplexityMetric`) with 1.8's constructor `(name,
     compute_on_system=True)`: `metric(labels=..., loss=...)`, `float(metric)`.
+
+    Args:
+        name: the name the metric is registered under.
+        compute_on_system: False: 1.8's host computation, refused on CSX when the metric is updated.
 
     Differences from the real system:
         `compute_on_system=False` (host computation, a pipeline-mode feature) is a

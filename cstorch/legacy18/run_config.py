@@ -121,6 +121,29 @@ def configure(model_dir: str = "./", compile_dir: str = "/opt/cerebras/cached_co
     table says what each argument becomes). A second call, or one once a backend exists,
     is a `RuntimeError`; the `ClusterConfig` checks run now.
 
+    Args:
+        model_dir: the backend's artifact folder.
+        compile_dir: the CSX backend's compile directory (recorded, not used).
+        compile_only: the CSX backend captures and compiles one step and runs none.
+        validate_only: like `compile_only` (not with it).
+        checkpoint_steps: N: the steps on which weights can be fetched (see the 1.8 DataLoader); 0: only the
+            last step.
+        num_csx: ClusterConfig.num_csx: the devices of the data-parallel mesh.
+        max_wgt_servers: ClusterConfig.max_wgt_servers (no effect here).
+        mount_dirs: ClusterConfig.mount_dirs (no effect here).
+        python_paths: ClusterConfig.python_paths (no effect here).
+        transfer_processes: `cstorch.backends.csx.performance.transfer_processes`: the threads that prepare
+            tensors for `cstorch.save`.
+        num_workers_per_csx: ClusterConfig.num_workers_per_csx: the data workers.
+        job_labels: ClusterConfig.job_labels (no effect here).
+        max_act_per_csx: ClusterConfig.max_act_per_csx (no effect here).
+        mgmt_address: ClusterConfig.mgmt_address: the coordinator of a multi-process run.
+        credentials_path: ClusterConfig.credentials_path (no effect here).
+        job_time_sec: ClusterConfig.job_time_sec (no effect here).
+        disable_version_check: ClusterConfig.disable_version_check (no effect here).
+        seed: seeds torch now and the backend's random numbers once it exists.
+        debug_args: the compiler's debug settings (no effect here).
+
     Differences from the real system:
         A call after the model was built but before `compile` cannot be detected (only a
         backend's existence is checked). `transfer_processes` sets

@@ -73,6 +73,9 @@ def compile_step(fn: Callable) -> Callable:
     `for batch in dataloader:` over a 1.8 DataLoader (a `RuntimeError` otherwise), and
     takes the batch (not the DataLoader).
 
+    Args:
+        fn: the step: a function of the batch.
+
     Differences from the real system:
         Given the DataLoader instead of the batch (a typo of the porting guide's
         example), it raises a `TypeError`.
@@ -106,6 +109,9 @@ def compile_step(fn: Callable) -> Callable:
 def step_closure(fn: Callable) -> Callable:
     """Host code on a step's values (the module's table says when it runs).
 
+    Args:
+        fn: the host function to run on the step's values.
+
     Differences from the real system:
         Called outside the DataLoader loop, it runs at once. Called inside the
         compile_step in the loop, it cannot fetch weights (`save` and `state_dict()`
@@ -131,6 +137,9 @@ def step_closure(fn: Callable) -> Callable:
 def checkpoint_closure(fn: Callable) -> Callable:
     """A step closure that runs only on checkpoint steps (and the last step), with the
     weights of that step.
+
+    Args:
+        fn: the host function to run on checkpoint steps (typically one that calls `save`).
 
     Differences from the real system:
         Called outside the DataLoader loop, it runs at once. The checkpoint steps are
@@ -190,6 +199,10 @@ def save(state_dict, checkpoint_file) -> None:
     body, or in a step closure called in the loop on such a step); elsewhere a
     `RuntimeError` that names the steps. Outside the loop it always saves.
     `model.state_dict()` of a model given to 1.8 `compile` follows the same rule.
+
+    Args:
+        state_dict: the state to write (as for `cstorch.save`).
+        checkpoint_file: the path of the new H5 file.
 
     Differences from the real system:
         The checkpoint steps are those of `DataLoader.is_checkpoint_step`: two per

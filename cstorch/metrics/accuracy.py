@@ -11,7 +11,11 @@ from .utils import broadcast_weights
 
 class AccuracyMetric(Metric):
     """correct / total over every update. With `weights`, each correct prediction adds
-    its weight and the total counts the elements whose weight is > 0 (weight 0 masks)."""
+    its weight and the total counts the elements whose weight is > 0 (weight 0 masks).
+
+    Args:
+        name: the name the metric is registered under (`get_all_metrics()`); None: the class name.
+    """
 
     def reset(self):
         self.register_state("total_correct_predictions", torch.tensor(0.0))

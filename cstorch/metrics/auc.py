@@ -35,6 +35,15 @@ class AUCMetric(Metric):
     """ROC-AUC (default) or PR-AUC of binary predictions in [0, 1]; labels > 0 are
     positives; `weights` (broadcastable to `labels`) weight each example (0 masks).
 
+    Args:
+        num_thresholds: the number of thresholds of the grid (an integer > 1), ignored when `thresholds` is
+            given.
+        curve: "ROC" or "PR".
+        name: the name the metric is registered under; None: the class name.
+        summation_method: "interpolation", "minoring" or "majoring" (see the module docstring).
+        thresholds: the thresholds between the two end points, in [0, 1]; None: the even grid of
+            `num_thresholds`.
+
     Differences from the real system:
         AUC works on CSX too (the real one raises there).
     """

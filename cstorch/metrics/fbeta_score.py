@@ -35,7 +35,16 @@ def fbeta_from_confusion_matrix(confusion_matrix: torch.Tensor, mask: torch.Tens
 
 class FBetaScoreMetric(ConfusionMatrixMetric):
     """F-beta score, "micro" (default) or "macro" averaged; `ignore_labels` are left out
-    of both averages."""
+    of both averages.
+
+    Args:
+        num_classes: the number of classes (class ids are 0 .. num_classes - 1).
+        beta: the weight of recall relative to precision (> 0; 1: the F1 score).
+        average_type: "micro" (from the counts summed over the classes) or "macro" (the mean of the
+            per-class scores).
+        ignore_labels: class ids left out of both averages.
+        name: the name the metric is registered under; None: the class name.
+    """
 
     def __init__(self, num_classes: int, beta: float = 1.0, average_type: str = "micro",
                  ignore_labels: Optional[Sequence[int]] = None, name: Optional[str] = None):

@@ -8,7 +8,11 @@ from .metric import Metric
 
 class MeanMetric(Metric):
     """sum(value * weight) / sum(weight) over every update; `weight` (default 1) is
-    broadcast to the shape of `value`."""
+    broadcast to the shape of `value`.
+
+    Args:
+        name: the name the metric is registered under; None: the class name.
+    """
 
     def reset(self):
         self.register_state("mean_value", torch.tensor(0.0))

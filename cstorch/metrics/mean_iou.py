@@ -17,7 +17,13 @@ def mean_iou_from_confusion_matrix(confusion_matrix: torch.Tensor, mask: torch.T
 class MeanIOUMetric(ConfusionMatrixMetric):
     """IOU = TP / (TP + FP + FN) per class, from the accumulated (weighted) confusion
     matrix, averaged over the classes that appear in labels or predictions and are not
-    in `ignore_classes`."""
+    in `ignore_classes`.
+
+    Args:
+        num_classes: the number of classes (class ids are 0 .. num_classes - 1).
+        ignore_classes: class ids left out of the average.
+        name: the name the metric is registered under; None: the class name.
+    """
 
     def update(self, labels, predictions, weights=None, dtype=None):
         self._accumulate(labels, predictions, weights, dtype)

@@ -12,7 +12,12 @@ from .utils import _check_num_classes, broadcast_weights, check_class_values, di
 class MeanPerClassAccuracyMetric(Metric):
     """For each true class c: (weighted) correct predictions of c / (weighted) examples
     of c; the result is the mean over all `num_classes` classes (a class never seen
-    counts as 0, as in tf.metrics.mean_per_class_accuracy)."""
+    counts as 0, as in tf.metrics.mean_per_class_accuracy).
+
+    Args:
+        num_classes: the number of classes (class ids are 0 .. num_classes - 1).
+        name: the name the metric is registered under; None: the class name.
+    """
 
     def __init__(self, num_classes: int, name: Optional[str] = None):
         self.num_classes = _check_num_classes(num_classes, type(self).__name__)

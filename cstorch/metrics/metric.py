@@ -109,7 +109,11 @@ class _RunMetrics:
 
 class Metric(torch.nn.Module, ABC):
     """Base class of the metrics: subclasses implement `reset` (create the state with
-    `register_state`), `update` (accumulate with in-place tensor ops) and `compute`."""
+    `register_state`), `update` (accumulate with in-place tensor ops) and `compute`.
+
+    Args:
+        name: the name the metric is registered under (`get_all_metrics()`); None: the class name.
+    """
 
     registry = _RunMetrics()
     state_kind: ClassVar[str] = "metric"

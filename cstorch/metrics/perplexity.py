@@ -10,7 +10,11 @@ from .utils import broadcast_weights
 class PerplexityMetric(Metric):
     """exp(sum(loss) / number of tokens) over every update. `loss` is the loss summed
     over the batch's tokens (a tensor of per-token losses is summed). The tokens are
-    the elements of `labels`, or with `weights` those whose weight is > 0."""
+    the elements of `labels`, or with `weights` those whose weight is > 0.
+
+    Args:
+        name: the name the metric is registered under; None: the class name.
+    """
 
     def reset(self):
         self.register_state("total_loss", torch.tensor(0.0))

@@ -13,6 +13,10 @@ class PrecisionAtKMetric(AtKMetric):
     highest-scored classes and FP@K = k - TP@K; rows are weighted by `weights` (a scalar
     or [batch]).
 
+    Args:
+        k: the number of highest-scored classes looked at per row.
+        name: the name the metric is registered under; None: the class name.
+
     Differences from the real system:
         It works on CSX too (the real one raises there).
     """

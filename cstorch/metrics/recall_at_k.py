@@ -12,6 +12,10 @@ class RecallAtKMetric(AtKMetric):
     highest-scored classes and FN@K = num_labels - TP@K; rows are weighted by `weights`
     (a scalar or [batch]).
 
+    Args:
+        k: the number of highest-scored classes looked at per row.
+        name: the name the metric is registered under; None: the class name.
+
     Differences from the real system:
         It works on CSX too (the real one raises there).
     """

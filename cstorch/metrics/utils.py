@@ -9,7 +9,12 @@ from torch import Tensor
 
 
 def divide_no_nan(num: Tensor, denom: Tensor) -> Tensor:
-    """num / denom, with 0 wherever denom == 0 (like tf.math.divide_no_nan)."""
+    """num / denom, with 0 wherever denom == 0 (like tf.math.divide_no_nan).
+
+    Args:
+        num: the numerator.
+        denom: the denominator.
+    """
     zero = denom == 0
     safe = torch.where(zero, torch.ones_like(denom), denom)
     return torch.where(zero, torch.zeros_like(num), num) / safe
@@ -25,7 +30,13 @@ def _check_num_classes(num_classes, who: str) -> int:
 
 def check_class_values(labels: Tensor, predictions: Tensor, num_classes: int) -> None:
     """Eager check that class ids lie in [0, num_classes) (reads tensor values, so it is
-    skipped inside a compiled step, where out-of-range ids are dropped)."""
+    skipped inside a compiled step, where out-of-range ids are dropped).
+
+    Args:
+        labels: the true class ids.
+        predictions: the predicted class ids.
+        num_classes: the number of classes.
+    """
     for what, t in (("labels", labels), ("predictions", predictions)):
         if t.numel() == 0:
             continue
@@ -40,7 +51,13 @@ def check_class_values(labels: Tensor, predictions: Tensor, num_classes: int) ->
 
 
 def broadcast_weights(weights: Tensor, shape: torch.Size, what: str = "labels") -> Tensor:
-    """`weights` broadcast to `shape`, or a ValueError naming both shapes."""
+    """`weights` broadcast to `shape`, or a ValueError naming both shapes.
+
+    Args:
+        weights: the weights.
+        shape: the shape to broadcast them to.
+        what: the name of the tensor of that shape, for the error message.
+    """
     weights = torch.as_tensor(weights)
     try:
         return torch.broadcast_to(weights, shape)
@@ -58,7 +75,16 @@ def compute_confusion_matrix(labels: Tensor, predictions: Tensor, num_classes: O
     broadcastable to `predictions`. With `on_device=False` the class ids are checked on
     the host (no negatives; `num_classes=None` means one more than the largest id);
     with `on_device=True` nothing reads tensor values, so the function can run inside a
-    compiled step (then `num_classes` is required)."""
+    compiled step (then `num_classes` is required).
+
+    Args:
+        labels: the true class ids.
+        predictions: the predicted class ids (as many elements as `labels`).
+        num_classes: the number of classes; None (only with `on_device=False`): one more than the largest
+            id.
+        weights: each pair's weight, broadcastable to `predictions`; None: 1.
+        on_device: read no tensor values (inside a compiled step), instead of checking the ids on the host.
+    """
     if labels.numel() != predictions.numel():
         raise ValueError(f"`labels` {list(labels.shape)} and `predictions` {list(predictions.shape)} must have "
                          f"the same number of elements")
@@ -80,7 +106,12 @@ def compute_confusion_matrix(labels: Tensor, predictions: Tensor, num_classes: O
 
 
 def compute_mask(num_classes: int, ignore_classes: Optional[Sequence[int]]) -> Tensor:
-    """float32 [num_classes]: 1 for the classes that count, 0 for `ignore_classes`."""
+    """float32 [num_classes]: 1 for the classes that count, 0 for `ignore_classes`.
+
+    Args:
+        num_classes: the number of classes.
+        ignore_classes: the class ids that get 0; None: none.
+    """
     ignore = [] if ignore_classes is None else ignore_classes
     if isinstance(ignore, int):
         ignore = [ignore]
@@ -95,6 +126,10 @@ def compute_mask(num_classes: int, ignore_classes: Optional[Sequence[int]]) -> T
 
 
 def diagonal(matrix: Tensor) -> Tensor:
-    """The main diagonal of a square matrix, as a masked row sum (a plain reduction)."""
+    """The main diagonal of a square matrix, as a masked row sum (a plain reduction).
+
+    Args:
+        matrix: a square matrix.
+    """
     eye = torch.eye(matrix.shape[0], dtype=matrix.dtype, device=matrix.device)
     return (eye * matrix).sum(dim=-1)

@@ -49,7 +49,12 @@ __getattr__ = module_getattr(__name__)
 
 
 def one_hot(array: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """int32 one-hot encoding of `array` over a new last dimension of `num_classes`."""
+    """int32 one-hot encoding of `array` over a new last dimension of `num_classes`.
+
+    Args:
+        array: integer class ids.
+        num_classes: the size of the new dimension (not -1: the graph is static).
+    """
     if num_classes == -1:
         raise ValueError("num_class argument to one_hot cannot be -1: pass the number of classes (the graph is "
                          "static, so it cannot be read from the data).")
@@ -58,7 +63,13 @@ def one_hot(array: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 
 def scope_boundary(input, boundary_type, scope_name):
-    """The identity (the real system places a named scope boundary after `input`)."""
+    """The identity (the real system places a named scope boundary after `input`).
+
+    Args:
+        input: the tensor returned unchanged.
+        boundary_type: the real system's boundary kind (BEGIN_FORWARD, END_FORWARD, ...; not used).
+        scope_name: the scope's name (not used).
+    """
     return input
 
 
@@ -79,15 +90,33 @@ class ExitFunction(EnterFunction):
 
 
 def enter_scope(input, scope_name):
+    """Enter the named region of the wafer program: the identity here.
+
+    Args:
+        input: the tensor returned unchanged (its gradient passes through unchanged).
+        scope_name: the region's name (not used).
+    """
     return EnterFunction.apply(input, scope_name)
 
 
 def exit_scope(input, scope_name):
+    """Leave the named region of the wafer program: the identity here.
+
+    Args:
+        input: the tensor returned unchanged (its gradient passes through unchanged).
+        scope_name: the region's name (not used).
+    """
     return ExitFunction.apply(input, scope_name)
 
 
 def sparse_matmul(input_values: torch.Tensor, input_indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Rows `input_indices` of a sparse input times a dense weight (see the module docstring)."""
+    """Rows `input_indices` of a sparse input times a dense weight (see the module docstring).
+
+    Args:
+        input_values: [..., M, b, N]: the kept rows of the dense input.
+        input_indices: [..., M, b]: which of the B rows each kept row is (below 2**16).
+        weight: [K, B, N].
+    """
     if weight.size(1) >= 2 ** 16:
         raise NotImplementedError("sparse_matmul requires `input_indices` to fit in uint16 (weight.size(1) < 2**16)")
     # weight[k, idx, n] for every selected row: [..., M, b, K, N]
@@ -97,7 +126,14 @@ def sparse_matmul(input_values: torch.Tensor, input_indices: torch.Tensor, weigh
 
 def sparse_act_matmul(input_value: torch.Tensor, input_mask: torch.Tensor, weight: torch.Tensor,
                       dense_capacity: Optional[int] = None) -> torch.Tensor:
-    """`input_value @ weight.T` with the rows whose mask is 0 set to 0."""
+    """`input_value @ weight.T` with the rows whose mask is 0 set to 0.
+
+    Args:
+        input_value: [..., M, N].
+        input_mask: [..., M]: 0 zeroes a row of the result.
+        weight: [K, N].
+        dense_capacity: the real kernel's capacity hint (not used).
+    """
     if input_value.shape[:-1] != input_mask.shape:
         raise AssertionError(
             f"Expect input_value and input_mask to have the same shape (except for last dim of input_value).\n"
@@ -107,7 +143,13 @@ def sparse_act_matmul(input_value: torch.Tensor, input_mask: torch.Tensor, weigh
 
 
 def bias_add(input_value: torch.Tensor, bias: torch.Tensor, dim: int) -> torch.Tensor:
-    """`input_value` plus the 1-D `bias` broadcast along dimension `dim`."""
+    """`input_value` plus the 1-D `bias` broadcast along dimension `dim`.
+
+    Args:
+        input_value: a tensor of two or more dimensions.
+        bias: a 1-D tensor as long as dimension `dim`.
+        dim: the dimension the bias runs along.
+    """
     if bias.dim() != 1:
         raise AssertionError(f"Expected 1D bias weight. Instead got bias.shape = {bias.shape}")
     if input_value.dim() < 2:
@@ -129,7 +171,13 @@ def _check_transposed(weight, weight_transposed):
 
 
 def matmul(weight: torch.Tensor, input_value: torch.Tensor, weight_transposed: torch.Tensor = None) -> torch.Tensor:
-    """`weight [Ho, Hi] @ input_value [Hi, S]`."""
+    """`weight [Ho, Hi] @ input_value [Hi, S]`.
+
+    Args:
+        weight: [Ho, Hi].
+        input_value: [Hi, S].
+        weight_transposed: the real kernel's transposed weight [Hi, Ho], only checked for its shape.
+    """
     if weight.dim() != 2 or input_value.dim() != 2 or weight.shape[1] != input_value.shape[0]:
         raise AssertionError(f"matmul expects a 2D weight [Ho, Hi] and a 2D input_value [Hi, S]. Instead got "
                              f"weight.shape = {weight.shape} and input_value.shape = {input_value.shape}")
@@ -140,6 +188,12 @@ def matmul(weight: torch.Tensor, input_value: torch.Tensor, weight_transposed: t
 def ranged_matmul(weight: torch.Tensor, input_value: torch.Tensor, num_cols: torch.Tensor,
                   weight_transposed: torch.Tensor = None) -> torch.Tensor:
     """`input_value [B, S, Hi] @ weight.T -> [B, S, Ho]` (every column computed).
+
+    Args:
+        weight: [Ho, Hi].
+        input_value: [B, S, Hi].
+        num_cols: [B]: the columns defined per batch on the wafer (checked for its shape only).
+        weight_transposed: the real kernel's transposed weight [Hi, Ho], only checked for its shape.
 
     Differences from the real system:
         Every column is computed (on the wafer only the first `num_cols[b]` of batch
@@ -156,7 +210,14 @@ def ranged_matmul(weight: torch.Tensor, input_value: torch.Tensor, num_cols: tor
 
 def conditional_arange(mask: torch.Tensor, start: torch.Tensor, step: torch.Tensor,
                        dtype: torch.dtype = None) -> torch.Tensor:
-    """Evenly spaced values at the set positions of `mask` (-1 elsewhere)."""
+    """Evenly spaced values at the set positions of `mask` (-1 elsewhere).
+
+    Args:
+        mask: the positions that get a value (along the last dimension).
+        start: a 0-d tensor: the first value.
+        step: a 0-d tensor: the spacing.
+        dtype: the result's dtype; None: that of `start + step * position`.
+    """
     if start.dim() != 0:
         raise AssertionError(f"Expected 0D tensor for start. Instead got {start.shape}")
     if step.dim() != 0:
@@ -169,7 +230,13 @@ def conditional_arange(mask: torch.Tensor, start: torch.Tensor, step: torch.Tens
 
 
 def nth_order_statistic(input: torch.Tensor, k: int, dimension: int) -> torch.Tensor:
-    """int16 mask (same shape as `input`) of the `k` largest entries along `dimension`."""
+    """int16 mask (same shape as `input`) of the `k` largest entries along `dimension`.
+
+    Args:
+        input: the tensor.
+        k: how many entries to mark.
+        dimension: the dimension along which the largest entries are found.
+    """
     _, indices = input.topk(k, dim=dimension)
     mask = torch.zeros_like(input, dtype=torch.int16)
     return mask.scatter(dimension, indices, torch.ones_like(indices, dtype=torch.int16))
@@ -188,7 +255,11 @@ class UnbindFunction(torch.autograd.Function):
 
 
 def unbind(tensor: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-    """The slices of `tensor` along its first dimension."""
+    """The slices of `tensor` along its first dimension.
+
+    Args:
+        tensor: the tensor to slice.
+    """
     return UnbindFunction.apply(tensor)
 
 

@@ -61,7 +61,12 @@ def _torch_loss(torch_cls):
 
     return type(torch_cls.__name__, (_Autogen, torch_cls), {
         "__init__": __init__, "__module__": __name__,
-        "__doc__": f"torch.nn.{torch_cls.__name__} (plus `use_autogen`, which has no effect here)."})
+        "__doc__": f"torch.nn.{torch_cls.__name__} (plus `use_autogen`, which has no effect here).\n\n"
+                   f"Args:\n"
+                   f"    *args: the arguments of torch.nn.{torch_cls.__name__}, in its order.\n"
+                   f"    use_autogen: the real system's request to generate the loss as one wafer kernel "
+                   f"(no effect here).\n"
+                   f"    **kwargs: the keyword arguments of torch.nn.{torch_cls.__name__}.\n"})
 
 
 BCELoss = _torch_loss(nn.BCELoss)
@@ -82,6 +87,15 @@ TripletMarginWithDistanceLoss = _torch_loss(nn.TripletMarginWithDistanceLoss)
 
 
 class HuberLoss(_Autogen, nn.Module):
+    """torch's Huber loss in the real argument order.
+
+    Args:
+        reduction: "mean", "sum" or "none".
+        delta: where the loss turns from quadratic to linear (> 0).
+        use_autogen: the real system's request to generate the loss as one wafer kernel
+            (no effect here).
+    """
+
     def __init__(self, reduction="mean", delta=1.0, use_autogen: bool = False):
         super().__init__()
         if not delta > 0:
@@ -94,6 +108,15 @@ class HuberLoss(_Autogen, nn.Module):
 
 
 class SmoothL1Loss(_Autogen, nn.Module):
+    """torch's smooth L1 loss in the real argument order.
+
+    Args:
+        reduction: "mean", "sum" or "none".
+        beta: where the loss turns from quadratic to linear (>= 0).
+        use_autogen: the real system's request to generate the loss as one wafer kernel
+            (no effect here).
+    """
+
     def __init__(self, reduction="mean", beta=1.0, use_autogen: bool = False):
         super().__init__()
         if not beta >= 0:
@@ -106,6 +129,18 @@ class SmoothL1Loss(_Autogen, nn.Module):
 
 
 class MultiMarginLoss(_Autogen, nn.Module):
+    """torch's multi-class margin loss in the real argument order; the targets are cast
+    to int64.
+
+    Args:
+        p: the power of the margin terms, 1 or 2.
+        margin: the margin.
+        weight: a weight per class (a constant of the step); None: 1.
+        reduction: "mean" or "sum" ("none" is refused, as by the real loss).
+        use_autogen: the real system's request to generate the loss as one wafer kernel
+            (no effect here).
+    """
+
     def __init__(self, p=1, margin=1.0, weight=None, reduction="mean", use_autogen: bool = False):
         super().__init__()
         if p not in (1, 2):
@@ -121,6 +156,17 @@ class MultiMarginLoss(_Autogen, nn.Module):
 
 
 class GaussianNLLLoss(_Autogen, nn.Module):
+    """torch's Gaussian negative log-likelihood in the real argument order (`forward`
+    says how it differs from torch's).
+
+    Args:
+        full: add the constant `0.5 * log(2 pi)`.
+        eps: the least variance (smaller ones are clamped to it).
+        reduction: "mean", "sum" or "none".
+        use_autogen: the real system's request to generate the loss as one wafer kernel
+            (no effect here).
+    """
+
     def __init__(self, full=False, eps=1e-6, reduction="mean", use_autogen: bool = False):
         super().__init__()
         self.full, self.eps, self.reduction = full, eps, reduction
@@ -161,6 +207,18 @@ def _one_hot_channels(x: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 
 class DiceLoss:
+    """The per-sample, per-class Dice scores of 5-D predictions (see the module
+    docstring); called as `loss(prediction, target, input_shape)`, it returns `[N, C]`.
+
+    Args:
+        num_classes: the number of classes C.
+        to_onehot_y: one-hot encode the class targets.
+        to_onehot_x: one-hot encode the prediction (after argmax).
+        use_softmax: apply softmax over the classes to the prediction.
+        use_argmax: take the argmax over the classes instead (when not `use_softmax`).
+        include_background: count class 0; False zeroes it.
+    """
+
     def __init__(self, num_classes: int, to_onehot_y: bool = True, to_onehot_x: bool = False,
                  use_softmax: bool = True, use_argmax: bool = False, include_background: bool = False):
         self.num_classes = num_classes
@@ -198,6 +256,16 @@ class DiceLoss:
 
 
 class DiceCELoss(nn.Module):
+    """`wc * cross_entropy + wd * (1 - c * mean(dice))` (see the module docstring);
+    called as `loss(outputs, labels, input_shape)`.
+
+    Args:
+        num_classes: the number of classes C.
+        include_background: count class 0 in the Dice term.
+        wc: the weight of the cross entropy.
+        wd: the weight of the Dice term.
+    """
+
     def __init__(self, num_classes, include_background, wc=0.5, wd=0.5):
         super().__init__()
         self.dice = DiceLoss(num_classes=num_classes, include_background=include_background)
@@ -214,6 +282,9 @@ class DiceCELoss(nn.Module):
 class Scope(nn.Module):
     """A named region of the wafer program: `scope(x)` enters it, `scope.exit(x)`
     leaves it; both are the identity here.
+
+    Args:
+        scope_name: the region's name.
 
     Differences from the real system:
         Scopes have no effect.

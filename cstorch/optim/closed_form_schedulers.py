@@ -43,6 +43,14 @@ class PolynomialScheduler(Scheduler):
 
     Decision: the real library's cycling form (`ceil((t+1)/T)` combined with "end after
     T") never differs from cycle=False; this follows the documented intent (Keras).
+
+    Args:
+        initial_val: the value at step 0.
+        end_val: the value at step `total_iters` and after it (without `cycle`).
+        total_iters: T, the number of steps of the decay (an integer > 0).
+        power: the exponent of the decay (>= 0; 1.0 decays linearly).
+        cycle: restart the decay at every multiple of T with the longer horizon described above, instead of
+            staying at `end_val`.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, end_val: float, total_iters: int,
@@ -83,7 +91,14 @@ class LinearScheduler(PolynomialScheduler):
 
 class ExponentialScheduler(Scheduler):
     """f(t) = initial_val * decay_rate^(t / total_iters); with `staircase=True` the
-    exponent is floored (decay in discrete jumps every total_iters steps)."""
+    exponent is floored (decay in discrete jumps every total_iters steps).
+
+    Args:
+        initial_val: the value at step 0.
+        total_iters: the number of steps over which the value is multiplied by `decay_rate` once (> 0).
+        decay_rate: the factor per `total_iters` steps (>= 0).
+        staircase: floor the exponent, so that the value changes only every `total_iters` steps.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, total_iters: int, decay_rate: float,
                  staircase: bool = False, param_group_tags: TagsType = None):
@@ -108,7 +123,15 @@ class InverseExponentialTimeDecayScheduler(Scheduler):
 
         f(t) = initial_val / (1 + decay_rate * t^step_exponent / total_iters)
 
-    with the ratio `t^step_exponent / total_iters` floored when `staircase=True`."""
+    with the ratio `t^step_exponent / total_iters` floored when `staircase=True`.
+
+    Args:
+        initial_val: the value at step 0.
+        step_exponent: the power the step is raised to.
+        total_iters: the divisor of `t^step_exponent` (an integer > 0).
+        decay_rate: the factor of that ratio in the denominator (>= 0).
+        staircase: floor the ratio `t^step_exponent / total_iters`.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, step_exponent: int, total_iters: int,
                  decay_rate: float, staircase: bool = False, param_group_tags: TagsType = None):
@@ -131,7 +154,14 @@ class InverseExponentialTimeDecayScheduler(Scheduler):
 
 
 class InverseSquareRootDecayScheduler(Scheduler):
-    """f(t) = initial_val * scale / sqrt(max(t, warmup_steps))."""
+    """f(t) = initial_val * scale / sqrt(max(t, warmup_steps)).
+
+    Args:
+        initial_val: a factor of the numerator.
+        scale: the other factor of the numerator.
+        warmup_steps: the step below which the denominator stays `sqrt(warmup_steps)`, so that the value is
+            constant until then (> 0).
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float = 1.0, scale: float = 1.0,
                  warmup_steps: int = 1, param_group_tags: TagsType = None):
@@ -153,6 +183,11 @@ class CosineDecayScheduler(Scheduler):
     """Cosine decay from `initial_val` to `end_val` over `total_iters` steps, then `end_val`:
 
         f(t) = end + (init - end) * (1 + cos(pi * min(t, T) / T)) / 2
+
+    Args:
+        initial_val: the value at step 0.
+        end_val: the value at step `total_iters` and after it.
+        total_iters: T, the number of steps of the decay (an integer > 0).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, end_val: float, total_iters: int,
@@ -177,6 +212,11 @@ class CosineAnnealingScheduler(Scheduler):
     not clamped (after T_max it rises back towards `initial_val`):
 
         f(t) = eta_min + (init - eta_min) * (1 + cos(pi * t / T_max)) / 2
+
+    Args:
+        initial_val: the value at step 0, the top of the cosine.
+        T_max: the half period in steps: the value reaches `eta_min` at step `T_max` (> 0).
+        eta_min: the bottom of the cosine.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, T_max: int, eta_min: float = 0.0,
@@ -207,6 +247,13 @@ class CosineAnnealingWarmRestartsScheduler(Scheduler):
     with T_mult=1). The real library's closed form uses T_cur = (floor(t/T_0) - 1) * T_0
     after the first period, which makes the value piecewise constant there; that is not
     reproduced. Only `T_mult=1` is supported (as in the real API).
+
+    Args:
+        initial_val: the value at step 0 and at every restart.
+        T_0: the period in steps: the value restarts at every multiple of `T_0` (an integer > 0).
+        T_mult: the growth of the period after each restart; only 1 is accepted (any other value raises
+            ValueError).
+        eta_min: the value the cosine approaches at the end of every period.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, T_0: int, T_mult: int = 1,
@@ -232,7 +279,13 @@ class CosineAnnealingWarmRestartsScheduler(Scheduler):
 
 
 class StepScheduler(Scheduler):
-    """f(t) = initial_val * gamma^floor(t / step_size)."""
+    """f(t) = initial_val * gamma^floor(t / step_size).
+
+    Args:
+        initial_val: the value at step 0.
+        step_size: the number of steps between two multiplications by `gamma` (an integer > 0).
+        gamma: the factor applied every `step_size` steps.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, step_size: int, gamma: float,
                  param_group_tags: TagsType = None):
@@ -252,7 +305,13 @@ class StepScheduler(Scheduler):
 
 class MultiStepScheduler(Scheduler):
     """f(t) = initial_val * gamma^(number of milestones <= t) (a milestone listed twice
-    counts twice, as in torch's MultiStepLR)."""
+    counts twice, as in torch's MultiStepLR).
+
+    Args:
+        initial_val: the value at step 0.
+        gamma: the factor applied at each milestone.
+        milestones: the integer steps at which the value is multiplied by `gamma`.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, gamma: float, milestones: List[int],
                  param_group_tags: TagsType = None):
@@ -276,7 +335,12 @@ class MultiplicativeScheduler(Scheduler):
     """f(t) = initial_val * factor(t)^t, `factor = set_value_lambda()`: by default the
     constant `coefficient` (torch's MultiplicativeLR with a constant factor). A subclass
     may override `set_value_lambda()` to return another callable of the step (a float32
-    0-d tensor) written with torch ops; the closed form is exact for a constant factor."""
+    0-d tensor) written with torch ops; the closed form is exact for a constant factor.
+
+    Args:
+        initial_val: the value at step 0.
+        coefficient: the constant per-step factor that the default `set_value_lambda()` returns.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, coefficient: float,
                  param_group_tags: TagsType = None):
@@ -303,7 +367,12 @@ class LambdaScheduler(Scheduler):
     `initial_val * lam(t)`. Meant to be subclassed: override `set_value_lambda()` to
     return a list of callables that map the step (a float32 0-d tensor) to a factor with
     torch ops (a traced step cannot branch on the step's value). With one callable this
-    is torch's LambdaLR. The default pair (t/30 and 0.95^t) is the real library's demo."""
+    is torch's LambdaLR. The default pair (t/30 and 0.95^t) is the real library's demo.
+
+    Args:
+        initial_val: the factor each callable's value is multiplied by (with one callable `lam`, the value
+            is `initial_val * lam(t)`).
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, param_group_tags: TagsType = None):
         _check_number(type(self).__name__, "initial_val", initial_val)
@@ -335,6 +404,16 @@ class CyclicScheduler(Scheduler):
     "iterations" (the step) for exp_range. A subclass may override `set_scale_fn()` to
     return its own scale function of a float32 0-d tensor (torch ops only), evaluated on
     the cycle number or the step as `scale_mode` says.
+
+    Args:
+        base_val: the value at the start of every cycle, the bottom of the triangle.
+        max_val: the top of the first triangle; `mode` scales the amplitude `max_val - base_val`.
+        step_size_up: the number of steps of the rising half of a cycle (> 0).
+        step_size_down: the number of steps of the falling half (> 0); None: `step_size_up`.
+        mode: "triangular", "triangular2" or "exp_range" (above).
+        gamma: the base of the "exp_range" scale `gamma^t`.
+        scale_mode: "cycle" or "iterations": what a scale function is evaluated on (the built-in modes set
+            it themselves through `set_scale_fn()`).
     """
 
     MODES = ("triangular", "triangular2", "exp_range")
@@ -398,6 +477,15 @@ class OneCycleScheduler(Scheduler):
 
     Decision: after step N - 1 the value stays at the minimum (torch raises there, the real
     library's formula extrapolates the last phase, which may oscillate or turn negative).
+
+    Args:
+        initial_val: the value at step 0 (torch's `max_lr / div_factor`).
+        max_val: the peak, reached at step `pct_start * total_steps - 1`.
+        total_steps: N, the number of steps of the cycle (an integer > 0).
+        pct_start: the fraction of N spent rising to the peak (strictly between 0 and 1).
+        final_div_factor: the value at the end is `initial_val / final_div_factor` (> 0).
+        three_phase: a third phase: down to `initial_val` first, then to the minimum (above).
+        anneal_strategy: the shape of each phase, "cos" or "linear".
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, initial_val: float, max_val: float, total_steps: int = 1000,

@@ -67,6 +67,15 @@ class SequentialScheduler(_Composite):
 
     (torch's SequentialLR). `milestones` are increasing integer steps, one fewer than
     the schedulers; all schedulers must schedule the same optimizer with the same tags.
+
+    Args:
+        optimizer: the optimizer every scheduler in `schedulers` schedules.
+        schedulers: the schedulers to run one after the other (they stop writing the param groups
+            themselves).
+        milestones: the steps where each next scheduler takes over: increasing, one fewer than `schedulers`.
+        last_epoch: the step before the first one (-1: the sequence starts at step 0).
+        param_group_tags: the tags of the param groups it schedules; None: the schedulers' tags when they
+            all agree. Every scheduler must have the same tags.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, schedulers: List[Scheduler], milestones: List[int],
@@ -99,7 +108,15 @@ class SequentialScheduler(_Composite):
 class PiecewiseConstantScheduler(SequentialScheduler):
     """f(t) = vals[k], k = number of milestones <= t (a sequence of constants);
     `len(vals) == len(milestones) + 1`. `constant_cls` is the constant scheduler of the
-    same parameter (ConstantLR / ConstantWD; the LR and WD twins pass theirs)."""
+    same parameter (ConstantLR / ConstantWD; the LR and WD twins pass theirs).
+
+    Args:
+        optimizer: the optimizer to schedule.
+        constant_cls: the constant scheduler class of the scheduled parameter (ConstantLR, ConstantWD).
+        vals: the value before the first milestone and the value after each milestone.
+        milestones: the increasing integer steps where the value changes (one fewer than `vals`).
+        param_group_tags: the tags of the param groups it schedules (see Scheduler); None: every group.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, constant_cls: type, vals: List[float], milestones: List[int],
                  param_group_tags: TagsType = None):
@@ -127,7 +144,14 @@ class ChainedScheduler(_Composite):
 
         f(t) = schedulers[0](t) * prod_{i>0} schedulers[i](t) / schedulers[i].initial_val
 
-    Every scheduler sees the same step. The optimizer is that of the schedulers."""
+    Every scheduler sees the same step. The optimizer is that of the schedulers.
+
+    Args:
+        schedulers: the schedulers whose values are multiplied (of one optimizer; every scheduler after the
+            first needs a non-zero `initial_val`).
+        param_group_tags: the tags of the param groups it schedules; None: the schedulers' tags when they
+            all agree. Every scheduler must have the same tags.
+    """
 
     def __init__(self, schedulers: List[Scheduler], param_group_tags: TagsType = None):
         n = type(self).__name__
@@ -157,7 +181,15 @@ class ChainedScheduler(_Composite):
 class ScalePerParamScheduler(Scheduler):
     """Wraps a scheduler and multiplies its value, per param group, by the group's
     `adjust_learning_rate` (or `adjust_val`; default 1.0), read at construction
-    (muP-style per-layer scaling)."""
+    (muP-style per-layer scaling).
+
+    Args:
+        optimizer: the optimizer of `scheduler`.
+        scheduler: the scheduler whose value is scaled per param group (not already part of another
+            composite).
+        param_group_tags: the tags of the param groups it schedules; None: those of `scheduler`, which must
+            be the same.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Scheduler, param_group_tags: TagsType = None):
         n = type(self).__name__

@@ -59,7 +59,14 @@ def configure_optimizer(optimizer_type: str, params, **kwargs) -> Optimizer:
     list, is the scheduler's business: `lr` is then a placeholder it overwrites).
     Keys of older formats (`weight_decay_rate`, `beta1`/`beta2`, `eps1`/`eps2`, ...)
     raise ValueError naming their replacement; keys the optimizer does not take warn
-    and are dropped."""
+    and are dropped.
+
+    Args:
+        optimizer_type: the optimizer's class name, any case: a built-in one or a subclass of
+            cstorch.optim.Optimizer defined elsewhere.
+        params: the parameters or param groups (see `configure_param_groups`).
+        **kwargs: the optimizer's arguments; `learning_rate` is accepted for `lr`.
+    """
     cls = optimizer_class(optimizer_type)
     kwargs = dict(kwargs)
     renamed = sorted(k for k in kwargs if k in _RENAMED_KEYS and k not in inspect.signature(cls).parameters)
@@ -98,6 +105,11 @@ def configure_param_groups(model: torch.nn.Module, optimizer_params: dict) -> li
       `adjust_learning_rate` for `ScalePerParamLR`.
     Parameters sharing both values share a group; groups keep the model's order. The
     two keys are removed from `optimizer_params` (the rest is for the optimizer).
+
+    Args:
+        model: the model whose parameters are grouped.
+        optimizer_params: the optimizer configuration; its `weight_decay` and `adjust_learning_rate` keys
+            are removed.
 
     Differences from the real system:
         Biases and every parameter of a normalization layer get no weight decay, and

@@ -29,7 +29,13 @@ class LRScheduler(_s.Scheduler, torch.optim.lr_scheduler.LRScheduler):
 
 
 class ConstantLR(LRScheduler, _s.ConstantScheduler):
-    """A constant learning rate (`total_iters`: how long it lasts inside a sequence)."""
+    """A constant learning rate (`total_iters`: how long it lasts inside a sequence).
+
+    Args:
+        learning_rate: the learning rate.
+        total_iters: how many steps it lasts (informational; configure_lr_scheduler uses it to place the
+            next scheduler of a sequence). None: no end.
+    """
 
     val = _alias("learning_rate")
 
@@ -41,6 +47,14 @@ class ConstantLR(LRScheduler, _s.ConstantScheduler):
 class PolynomialLR(LRScheduler, _s.PolynomialScheduler):
     """Polynomial decay from `initial_learning_rate` to `end_learning_rate` over
     `total_iters` steps (see PolynomialScheduler).
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        end_learning_rate: the learning rate at step `total_iters` and after it (without `cycle`).
+        total_iters: T, the number of steps of the decay (an integer > 0).
+        power: the exponent of the decay (>= 0; 1.0 decays linearly).
+        cycle: restart the decay at every multiple of T with the horizon T * ceil(t / T) instead of staying
+            at `end_learning_rate`.
 
     Differences from the real system:
         `cycle=True` cycles (the Keras rule); the real code ignores it.
@@ -57,7 +71,14 @@ class PolynomialLR(LRScheduler, _s.PolynomialScheduler):
 
 class LinearLR(LRScheduler, _s.LinearScheduler):
     """Linear decay (or warm-up) from `initial_learning_rate` to `end_learning_rate` over
-    `total_iters` steps, then constant. Absolute rates, not torch's factors."""
+    `total_iters` steps, then constant. Absolute rates, not torch's factors.
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        end_learning_rate: the learning rate at step `total_iters` and after it (without `cycle`).
+        total_iters: the number of steps of the change (an integer > 0).
+        cycle: restart at every multiple of `total_iters` with a longer horizon (see PolynomialLR).
+    """
 
     initial_val = _alias("initial_learning_rate")
     end_val = _alias("end_learning_rate")
@@ -70,7 +91,14 @@ class LinearLR(LRScheduler, _s.LinearScheduler):
 
 class ExponentialLR(LRScheduler, _s.ExponentialScheduler):
     """`initial_learning_rate * decay_rate^(t / total_iters)` (floored exponent with
-    `staircase=True`). torch's ExponentialLR(gamma) is total_iters=1, decay_rate=gamma."""
+    `staircase=True`). torch's ExponentialLR(gamma) is total_iters=1, decay_rate=gamma.
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        total_iters: the number of steps over which the rate is multiplied by `decay_rate` once (> 0).
+        decay_rate: the factor per `total_iters` steps (>= 0).
+        staircase: floor the exponent, so that the rate changes only every `total_iters` steps.
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -81,7 +109,15 @@ class ExponentialLR(LRScheduler, _s.ExponentialScheduler):
 
 
 class InverseExponentialTimeDecayLR(LRScheduler, _s.InverseExponentialTimeDecayScheduler):
-    """`initial_learning_rate / (1 + decay_rate * t^step_exponent / total_iters)`."""
+    """`initial_learning_rate / (1 + decay_rate * t^step_exponent / total_iters)`.
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        step_exponent: the power the step is raised to.
+        total_iters: the divisor of `t^step_exponent` (an integer > 0).
+        decay_rate: the factor of that ratio in the denominator (>= 0).
+        staircase: floor the ratio `t^step_exponent / total_iters`.
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -93,7 +129,14 @@ class InverseExponentialTimeDecayLR(LRScheduler, _s.InverseExponentialTimeDecayS
 
 
 class InverseSquareRootDecayLR(LRScheduler, _s.InverseSquareRootDecayScheduler):
-    """`initial_learning_rate * scale / sqrt(max(t, warmup_steps))`."""
+    """`initial_learning_rate * scale / sqrt(max(t, warmup_steps))`.
+
+    Args:
+        initial_learning_rate: a factor of the numerator.
+        scale: the other factor of the numerator.
+        warmup_steps: the step below which the denominator stays `sqrt(warmup_steps)`, so that the rate is
+            constant until then (> 0).
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -105,7 +148,13 @@ class InverseSquareRootDecayLR(LRScheduler, _s.InverseSquareRootDecayScheduler):
 
 class CosineDecayLR(LRScheduler, _s.CosineDecayScheduler):
     """Cosine decay from `initial_learning_rate` to `end_learning_rate` over `total_iters`
-    steps, then constant."""
+    steps, then constant.
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        end_learning_rate: the learning rate at step `total_iters` and after it.
+        total_iters: the number of steps of the decay (an integer > 0).
+    """
 
     initial_val = _alias("initial_learning_rate")
     end_val = _alias("end_learning_rate")
@@ -118,7 +167,14 @@ class CosineDecayLR(LRScheduler, _s.CosineDecayScheduler):
 
 class SequentialLR(LRScheduler, _s.SequentialScheduler):
     """Learning-rate schedulers one after the other, switching at `milestones`; each
-    starts from its own step 0 (see SequentialScheduler)."""
+    starts from its own step 0 (see SequentialScheduler).
+
+    Args:
+        optimizer: the optimizer every scheduler in `schedulers` schedules.
+        schedulers: the learning-rate schedulers to run one after the other, each from its own step 0.
+        milestones: the steps where each next scheduler takes over: increasing, one fewer than `schedulers`.
+        last_epoch: the step before the first one (-1: the sequence starts at step 0).
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, schedulers: List[LRScheduler], milestones: List[int],
                  last_epoch: int = -1, param_group_tags: TagsType = None):
@@ -127,7 +183,12 @@ class SequentialLR(LRScheduler, _s.SequentialScheduler):
 
 
 class PiecewiseConstantLR(LRScheduler, _s.PiecewiseConstantScheduler):
-    """`learning_rates[k]` from milestone k-1 on (`len(learning_rates) == len(milestones) + 1`)."""
+    """`learning_rates[k]` from milestone k-1 on (`len(learning_rates) == len(milestones) + 1`).
+
+    Args:
+        learning_rates: the learning rate before the first milestone and the one after each milestone.
+        milestones: the increasing integer steps where the learning rate changes.
+    """
 
     vals = _alias("learning_rates")
 
@@ -138,7 +199,13 @@ class PiecewiseConstantLR(LRScheduler, _s.PiecewiseConstantScheduler):
 
 
 class MultiStepLR(LRScheduler, _s.MultiStepScheduler):
-    """`initial_learning_rate * gamma^(number of milestones <= t)` (torch's MultiStepLR)."""
+    """`initial_learning_rate * gamma^(number of milestones <= t)` (torch's MultiStepLR).
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        gamma: the factor applied at each milestone.
+        milestones: the integer steps at which the rate is multiplied by `gamma`.
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -149,7 +216,13 @@ class MultiStepLR(LRScheduler, _s.MultiStepScheduler):
 
 
 class StepLR(LRScheduler, _s.StepScheduler):
-    """`initial_learning_rate * gamma^floor(t / step_size)` (torch's StepLR)."""
+    """`initial_learning_rate * gamma^floor(t / step_size)` (torch's StepLR).
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        step_size: the number of steps between two multiplications by `gamma` (an integer > 0).
+        gamma: the factor applied every `step_size` steps.
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -160,7 +233,13 @@ class StepLR(LRScheduler, _s.StepScheduler):
 
 
 class CosineAnnealingLR(LRScheduler, _s.CosineAnnealingScheduler):
-    """torch's CosineAnnealingLR from `initial_learning_rate` (periodic, period 2*T_max)."""
+    """torch's CosineAnnealingLR from `initial_learning_rate` (periodic, period 2*T_max).
+
+    Args:
+        initial_learning_rate: the learning rate at step 0, the top of the cosine.
+        T_max: the half period in steps: the rate reaches `eta_min` at step `T_max` (> 0).
+        eta_min: the bottom of the cosine.
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -172,7 +251,12 @@ class CosineAnnealingLR(LRScheduler, _s.CosineAnnealingScheduler):
 
 class LambdaLR(LRScheduler, _s.LambdaScheduler):
     """`initial_learning_rate` times the factors of `set_value_lambda()` (override it;
-    see LambdaScheduler)."""
+    see LambdaScheduler).
+
+    Args:
+        initial_learning_rate: the factor each callable's value is multiplied by (with one callable `lam`,
+            the rate is `initial_learning_rate * lam(t)`).
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -185,6 +269,12 @@ class CosineAnnealingWarmRestarts(LRScheduler, _s.CosineAnnealingWarmRestartsSch
     """Cosine annealing from `initial_learning_rate` to `eta_min`, restarting every `T_0`
     steps (T_mult must be 1). Unlike the real library's formula, the value keeps
     following the cosine after the first restart (see CosineAnnealingWarmRestartsScheduler).
+
+    Args:
+        initial_learning_rate: the learning rate at step 0 and at every restart.
+        T_0: the period in steps (an integer > 0).
+        T_mult: the growth of the period after each restart; only 1 is accepted.
+        eta_min: the rate the cosine approaches at the end of every period.
 
     Differences from the real system:
         It restarts properly (`t mod T_0`, as torch); the real code is piecewise
@@ -200,7 +290,12 @@ class CosineAnnealingWarmRestarts(LRScheduler, _s.CosineAnnealingWarmRestartsSch
 
 
 class MultiplicativeLR(LRScheduler, _s.MultiplicativeScheduler):
-    """`initial_learning_rate * coefficient^t`."""
+    """`initial_learning_rate * coefficient^t`.
+
+    Args:
+        initial_learning_rate: the learning rate at step 0.
+        coefficient: the constant per-step factor.
+    """
 
     initial_val = _alias("initial_learning_rate")
 
@@ -212,7 +307,12 @@ class MultiplicativeLR(LRScheduler, _s.MultiplicativeScheduler):
 
 class ChainedLR(LRScheduler, _s.ChainedScheduler):
     """The product of learning-rate schedules (see ChainedScheduler in
-    `cstorch.optim.scheduler`); the optimizer is the schedulers'."""
+    `cstorch.optim.scheduler`); the optimizer is the schedulers'.
+
+    Args:
+        schedulers: the learning-rate schedulers whose values are multiplied (of one optimizer; every
+            scheduler after the first needs a non-zero initial value, which divides its value).
+    """
 
     def __init__(self, schedulers: List[LRScheduler], param_group_tags: TagsType = None):
         super().__init__(schedulers=schedulers, param_group_tags=param_group_tags)
@@ -223,7 +323,19 @@ class ChainedScheduler(ChainedLR):
 
 
 class CyclicLR(LRScheduler, _s.CyclicScheduler):
-    """torch's CyclicLR between `base_lr` and `max_lr` (no momentum cycling)."""
+    """torch's CyclicLR between `base_lr` and `max_lr` (no momentum cycling).
+
+    Args:
+        base_lr: the learning rate at the start of every cycle, the bottom of the triangle.
+        max_lr: the top of the first triangle; `mode` scales the amplitude `max_lr - base_lr`.
+        step_size_up: the number of steps of the rising half of a cycle (> 0).
+        step_size_down: the number of steps of the falling half (> 0); None: `step_size_up`.
+        mode: "triangular" (constant amplitude), "triangular2" (halved every cycle) or "exp_range"
+            (amplitude times `gamma^t`).
+        gamma: the base of the "exp_range" scale.
+        scale_mode: "cycle" or "iterations": what a subclass's scale function is evaluated on (the built-in
+            modes set it themselves).
+    """
 
     base_val = _alias("base_lr")
     max_val = _alias("max_lr")
@@ -239,6 +351,15 @@ class CyclicLR(LRScheduler, _s.CyclicScheduler):
 class OneCycleLR(LRScheduler, _s.OneCycleScheduler):
     """The 1cycle policy from `initial_learning_rate` (torch's max_lr / div_factor) up to
     `max_lr` and down to `initial_learning_rate / final_div_factor`.
+
+    Args:
+        initial_learning_rate: the learning rate at step 0 (torch's `max_lr / div_factor`).
+        max_lr: the peak, reached at step `pct_start * total_steps - 1`.
+        total_steps: N, the number of steps of the cycle (an integer > 0).
+        pct_start: the fraction of N spent rising to the peak (strictly between 0 and 1).
+        final_div_factor: the rate at the end is `initial_learning_rate / final_div_factor` (> 0).
+        three_phase: a third phase: down to `initial_learning_rate` first, then to the minimum.
+        anneal_strategy: the shape of each phase, "cos" or "linear".
 
     Differences from the real system:
         The learning rate holds its minimum after `total_steps`.
@@ -256,7 +377,12 @@ class OneCycleLR(LRScheduler, _s.OneCycleScheduler):
 
 
 class ScalePerParamLR(LRScheduler, _s.ScalePerParamScheduler):
-    """Multiplies a learning-rate schedule by each param group's `adjust_learning_rate`."""
+    """Multiplies a learning-rate schedule by each param group's `adjust_learning_rate`.
+
+    Args:
+        scheduler: the learning-rate scheduler whose value is multiplied, per param group, by the group's
+            `adjust_learning_rate` (read when this scheduler is created; default 1.0).
+    """
 
     adjustment_scalars = _alias("lr_adjustment_scalars")
 

@@ -46,6 +46,13 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
     """The base of cstorch's optimizers and of your own, written with torch ops
     (`preinitialize`, `step`). It may be made before or after `cstorch.backend(...)`.
 
+    Args:
+        params: the parameters to optimize: an iterable of tensors, of (name, tensor) pairs, or of
+            param-group dicts (a "tags" entry of a group, a tag or a list of tags, selects it for tagged
+            schedulers).
+        defaults: the default value of every hyper-parameter of a param group.
+        enable_global_step: keep a float32 0-d "step" state per parameter, created at zero.
+
     Differences from the real system:
         State dicts use torch.optim's layout: a torch.optim checkpoint loads, and the
         other way round; the real system's Adam/Adamax `beta1_power` layout is converted

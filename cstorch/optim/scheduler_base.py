@@ -465,6 +465,8 @@ def _alias(storage: str, doc: str = "") -> property:
     def set(self, value):
         setattr(self, storage, value)
 
-    prop = _Alias(get, set, doc=doc or f"alias of `{storage}`")
+    prop = _Alias(get, set)
+    # set on the instance: a property subclass's own docstring would hide the `doc` argument
+    prop.__doc__ = doc or f"The same value as `{storage}` (an alias: setting one sets the other)."
     prop.storage = storage
     return prop

@@ -104,6 +104,12 @@ def configure_lr_scheduler(optimizer, learning_rate: Union[float, str, dict, lis
     keys are ValueErrors that name them. With `adjust_learning_rate` (the per-parameter
     factors that `configure_param_groups` wrote into the groups) the scheduler is wrapped
     in `ScalePerParamLR`.
+
+    Args:
+        optimizer: the optimizer to schedule.
+        learning_rate: a number (or a numeric string), a scheduler dict or a list of them (above).
+        adjust_learning_rate: the per-parameter factors given to `configure_param_groups`; with it, the
+            scheduler is wrapped in ScalePerParamLR.
     """
     if isinstance(learning_rate, str):
         try:

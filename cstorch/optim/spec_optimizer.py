@@ -121,6 +121,114 @@ class _AdamWeightDecay:
 #: members of the real API that a built-in class has beyond its spec, by class name
 _MEMBERS: dict[str, tuple[type, ...]] = {"Adam": (_AdamWeightDecay,)}
 
+#: what each argument of the built-in optimizers means (the "Args" section of each class's
+#: docstring): the common meaning, then an optimizer's own where it differs
+_ARGUMENTS: dict[str, str] = {
+    "params": "the parameters to optimize: an iterable of tensors, of (name, tensor) pairs, or of dicts, "
+              "each a param group with its own \"params\" and its own values of the arguments below.",
+    "lr": "the learning rate.",
+    "betas": "(beta1, beta2): the decay rates of the running averages of the gradient and of its square.",
+    "eps": "added to the denominator for numerical stability.",
+    "weight_decay": "L2 regularisation: `weight_decay * p` is added to the gradient.",
+    "maximize": "maximize the objective instead of minimizing it (the gradient's sign is flipped).",
+    "momentum": "the momentum factor (0: no momentum buffer).",
+    "nesterov": "Nesterov momentum.",
+}
+_OWN_ARGUMENTS: dict[str, dict[str, str]] = {
+    "SGD": {
+        "dampening": "the fraction of the gradient left out of the momentum buffer (`1 - dampening` of it "
+                     "enters).",
+        "nesterov": "Nesterov momentum (needs `momentum > 0` and `dampening == 0`).",
+    },
+    "Adadelta": {
+        "lr": "the factor applied to each update.",
+        "rho": "the decay rate of the running averages of squared gradients and squared updates (<= 1).",
+        "eps": "added inside both square roots.",
+    },
+    "Adafactor": {
+        "lr": "the step size when `relative_step` is False; None with `relative_step=True`.",
+        "eps": "(eps1, eps2): eps1 is added to the squared gradient, eps2 is the least parameter RMS used "
+               "by `scale_parameter`.",
+        "clip_threshold": "the update's RMS is capped at this value (not 0).",
+        "decay_rate": "d <= 0: at step t the running averages of the squared gradient keep `1 - t^d` of "
+                      "their previous value.",
+        "beta1": "the decay rate of a first moment of the update; None: no first moment.",
+        "weight_decay": "decoupled weight decay, scaled by the step size: `p -= weight_decay * alpha * p`.",
+        "scale_parameter": "multiply the step size by `max(eps2, RMS(p))`.",
+        "relative_step": "take the step size from the step count t, `min(1e-2, 1 / sqrt(t))` (pass "
+                         "`lr=None`).",
+        "warmup_init": "with `relative_step`: the step size is `min(1e-6 * t, 1 / sqrt(t))`, which grows "
+                       "during the first steps.",
+    },
+    "Adagrad": {
+        "lr_decay": "the step size at step t is `lr / (1 + (t - 1) * lr_decay)`.",
+        "initial_accumulator_value": "the starting value of the sum of squared gradients.",
+        "eps": "added to the square root of the sum of squared gradients.",
+    },
+    "Adam": {
+        "eps": "added to the square root of the bias-corrected second moment.",
+        "amsgrad": "divide by the largest second moment seen so far (AMSGrad).",
+    },
+    "AdamW": {
+        "eps": "added to the square root of the bias-corrected second moment.",
+        "weight_decay": "decoupled weight decay: `p *= 1 - lr * weight_decay` before each update.",
+        "correct_bias": "divide the moments by their bias corrections `1 - beta^t`; False drops them "
+                        "(BERT's variant).",
+        "amsgrad": "divide by the largest second moment seen so far (AMSGrad).",
+    },
+    "Adamax": {
+        "betas": "(beta1, beta2): the decay rates of the first moment and of the infinity norm.",
+        "eps": "added to `|g|` in the infinity norm.",
+    },
+    "ASGD": {
+        "lambd": "the decay term: `p *= 1 - lambd * eta` at every step, and the step size eta decays as "
+                 "`lr / (1 + lambd * lr * t)^alpha`.",
+        "alpha": "the power of the step size's decay.",
+        "t0": "the step from which the average of the parameters starts.",
+    },
+    "Lamb": {
+        "eps": "added to the square root of the second moment.",
+        "weight_decay": "added to the Adam direction (`weight_decay * p`) before the trust ratio.",
+        "adam": "fix the trust ratio at 1 (Adam's direction without bias correction).",
+    },
+    "Lion": {
+        "betas": "(beta1, beta2): beta1 mixes the momentum into the gradient whose sign is the update, "
+                 "beta2 is the momentum's decay rate.",
+        "weight_decay": "decoupled weight decay: `p *= 1 - lr * weight_decay` before each update.",
+    },
+    "Muon": {
+        "lr": "the learning rate, scaled for each parameter by `0.2 * sqrt(max(rows, columns))`.",
+        "weight_decay": "decoupled weight decay with the scaled learning rate.",
+        "momentum": "the decay rate of the momentum buffer (0: no buffer).",
+        "ns_steps": "the number of Newton-Schulz iterations that orthogonalize the update.",
+    },
+    "NAdam": {
+        "momentum_decay": "how fast the momentum factor `beta1 * (1 - 0.5 * 0.96^(t * momentum_decay))` "
+                          "approaches beta1.",
+    },
+    "RMSprop": {
+        "alpha": "the decay rate of the running average of squared gradients.",
+        "centered": "divide by an estimate of the gradient's variance (the average of squared gradients "
+                    "minus the squared average gradient) instead of the average of squared gradients.",
+    },
+    "Rprop": {
+        "lr": "the initial step size of every element.",
+        "etas": "(etaminus, etaplus): the factors that shrink a step size after the gradient's sign "
+                "changed and grow it when the sign is kept (0 < etaminus < 1 < etaplus).",
+        "step_sizes": "(min, max): the bounds of the step sizes.",
+    },
+}
+
+
+def _docstring(public: PublicOptimizer) -> str:
+    """The class docstring: the spec's text with an "Args" section describing every
+    argument, before the "Differences from the real system" section when there is one."""
+    own = _OWN_ARGUMENTS.get(public.name, {})
+    names = ["params", *(name for name, _, _ in public.parameters())]
+    lines = ["Args:"] + [f"    {name}: {own.get(name) or _ARGUMENTS.get(name, '')}".rstrip() for name in names]
+    text, marker, differences = public.doc.partition("Differences from the real system:")
+    return "\n\n".join(part for part in (text.strip(), "\n".join(lines), marker + differences) if part)
+
 
 def build_optimizer_class(public: PublicOptimizer) -> type[SpecOptimizer]:
     """The public class `public.name` of cstorch.optim (with the `_MEMBERS` of that name)."""
@@ -143,7 +251,7 @@ def build_optimizer_class(public: PublicOptimizer) -> type[SpecOptimizer]:
     __init__.__qualname__ = f"{public.name}.__init__"
     op = getattr(torch.ops.cstorch, public.algorithm.name)
     return type(public.name, (*_MEMBERS.get(public.name, ()), SpecOptimizer), {
-        "__init__": __init__, "__doc__": public.doc, "__module__": "cstorch.optim", "__qualname__": public.name,
+        "__init__": __init__, "__doc__": _docstring(public), "__module__": "cstorch.optim", "__qualname__": public.name,
         "public": public, "_signature": signature, "_op": op})
 
 

@@ -26,7 +26,13 @@ UpdateScheduleType = Union[Dict, Callable[[torch.LongTensor], torch.BoolTensor]]
 
 class DynamicSparsityAlgorithm(SparsityAlgorithm):
     """Base class of the algorithms whose mask changes during training (`update`, on a
-    schedule, calls `update_mask`)."""
+    schedule, calls `update_mask`).
+
+    Args:
+        sparsity: the real system's fraction of zeroed weights (or a schedule).
+        update: the real system's schedule of mask updates.
+        **kwargs: the base class's arguments.
+    """
 
     def __init__(self, sparsity: Union[float, dict, None] = None, update: Optional[UpdateScheduleType] = None,
                  **kwargs):
@@ -45,7 +51,12 @@ class DynamicSparsityAlgorithm(SparsityAlgorithm):
 
 
 class Static(SparsityAlgorithm):
-    """A fixed mask of the given sparsity (a float in [0, 1))."""
+    """A fixed mask of the given sparsity (a float in [0, 1)).
+
+    Args:
+        sparsity: the fraction of zeroed weights, in [0, 1).
+        **kwargs: the base class's arguments.
+    """
 
     def __init__(self, sparsity: Optional[float] = None, **kwargs):
         super().__init__(sparsity)
@@ -55,7 +66,11 @@ class Static(SparsityAlgorithm):
 
 
 class GMP(DynamicSparsityAlgorithm):
-    """Gradual magnitude pruning."""
+    """Gradual magnitude pruning.
+
+    Args:
+        **kwargs: DynamicSparsityAlgorithm's arguments.
+    """
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -65,7 +80,12 @@ class GMP(DynamicSparsityAlgorithm):
 
 
 class SET(DynamicSparsityAlgorithm):
-    """Sparse evolutionary training: drop the smallest weights, regrow at random."""
+    """Sparse evolutionary training: drop the smallest weights, regrow at random.
+
+    Args:
+        drop_fraction: the fraction of weights dropped and regrown at each update (or a schedule).
+        **kwargs: DynamicSparsityAlgorithm's arguments.
+    """
 
     def __init__(self, drop_fraction: HyperParameterScheduleType = 0.3, **kwargs):
         super().__init__(**kwargs)
@@ -75,7 +95,14 @@ class SET(DynamicSparsityAlgorithm):
 
 
 class RigL(DynamicSparsityAlgorithm):
-    """Rigged lottery: drop the smallest weights, regrow where the gradient is largest."""
+    """Rigged lottery: drop the smallest weights, regrow where the gradient is largest.
+
+    Args:
+        drop_fraction: the fraction of weights dropped and regrown at each update (or a schedule).
+        balance_in_groups: the real system's balancing of the mask over groups of input columns.
+        balance_out_groups: the real system's balancing of the mask over groups of output rows.
+        **kwargs: DynamicSparsityAlgorithm's arguments.
+    """
 
     def __init__(self, drop_fraction: HyperParameterScheduleType = 0.3, balance_in_groups: Optional[int] = None,
                  balance_out_groups: Optional[int] = None, **kwargs):
@@ -86,7 +113,11 @@ class RigL(DynamicSparsityAlgorithm):
 
 
 class Group(SparsityAlgorithm):
-    """Several algorithms, each applied to the parameters its filter selects."""
+    """Several algorithms, each applied to the parameters its filter selects.
+
+    Args:
+        groups: a parameter filter (glob) -> algorithm map.
+    """
 
     def __init__(self, groups: Dict[str, SparsityAlgorithm] = None):
         super().__init__(sparsity=None)

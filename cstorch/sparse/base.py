@@ -22,7 +22,12 @@ def _unsupported(what: str) -> UnsupportedAPIError:
 
 class SparsityAlgorithm(ABC):
     """Base class of the sparsity algorithms; see the module's doc (constructing one, or
-    calling any method, raises `UnsupportedAPIError`)."""
+    calling any method, raises `UnsupportedAPIError`).
+
+    Args:
+        sparsity: the real system's fraction of zeroed weights (or a per-parameter dict).
+        init_method: the real system's initial mask method.
+    """
 
     def __init__(self, sparsity: Union[float, dict, None], init_method: Union[str, Callable] = "random"):
         raise _unsupported(f"{type(self).__name__}")

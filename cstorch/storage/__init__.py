@@ -30,6 +30,12 @@ def save(state_dict, ckpt_path, *, allow_pickle: bool = False) -> None:
     Ctrl-C or SIGTERM during the write abandons it (no file, no temporary file) and
     then raises KeyboardInterrupt, or exits (SIGTERM); see `interrupts.py`.
 
+    Args:
+        state_dict: the state to write: nested dicts, lists and tuples of tensors, numpy arrays, numbers,
+            strings and None.
+        ckpt_path: the path of the new file (it must not exist).
+        allow_pickle: store any other object pickled (else such an object raises).
+
     Differences from the real system:
         Pickled objects only with `allow_pickle=True` on save and load (without it they
         load as `PickledObject` placeholders). Only tensors, arrays and pickled objects are
@@ -53,6 +59,14 @@ def load(ckpt_path, map_location=None, *, allow_pickle: bool = False, **kwargs):
     `PickledObject`s unless `allow_pickle=True`, which also lets `torch.load` unpickle
     (`weights_only=False`). A file that is not a checkpoint, or a damaged one, raises
     `InvalidCheckpointError` naming the file and the entry at fault.
+
+    Args:
+        ckpt_path: the path of an H5 file, an orbax directory or a torch pickle, or an open file object of a
+            torch pickle.
+        map_location: where tensors go: None (lazy CPU tensors of an H5 file), "cache" (lazy tensors kept in
+            memory once read), a device or a device string (tensors read at once and moved there).
+        allow_pickle: unpickle pickled objects (and read a torch pickle with `weights_only=False`).
+        **kwargs: passed to `torch.load` for a torch pickle; ignored for the other formats.
 
     Differences from the real system:
         Format versions below 0.5 (legacy) and external links are refused with a

@@ -12,7 +12,13 @@ class InvalidCheckpointError(CstorchError):
     links that form a cycle or lead nowhere, stored data whose dtype or shape differs
     from its metadata, a failed checksum). The message names the file and, where one
     is at fault, the entry; `path` and `entry` hold them. A run that meets it should
-    fall back to an earlier checkpoint."""
+    fall back to an earlier checkpoint.
+
+    Args:
+        path: the file or directory that was read (kept as a string in `path`).
+        problem: what is wrong with it.
+        entry: the entry of the checkpoint at fault, if one is.
+    """
 
     def __init__(self, path, problem: str, entry: Optional[str] = None):
         self.path = None if path is None else str(path)

@@ -31,6 +31,19 @@ from .torch_file import is_torch_file, read_torch, torch_load, write_torch
 
 @dataclass(frozen=True)
 class CheckpointFormat:
+    """A checkpoint format: how it is recognised, read, written and loaded. The registry
+    `FORMATS` holds one per format, by name.
+
+    Args:
+        name: the format's name ("h5", "orbax", "torch").
+        description: one line saying what the format is.
+        detect: `path -> bool`: whether the file or directory at path is of this format.
+        read: `(path, allow_pickle) -> Layout`: the checked layout of a checkpoint.
+        write: `(layout, path, allow_pickle) -> None`: a new file or directory at path.
+        load: `(path, map_location, allow_pickle, **torch_load_kwargs) -> state`: what
+            `cstorch.load` returns.
+    """
+
     name: str
     description: str
     detect: Callable[[str], bool]  # path -> is it one of ours
@@ -44,7 +57,14 @@ def _is_cpu(map_location) -> bool:
 
 
 def state_from_layout(layout: Layout, reader=None, map_location=None, allow_pickle: bool = False):
-    """The nested state of a checked `layout`; tensors are lazy when `reader` is an H5Reader."""
+    """The nested state of a checked `layout`; tensors are lazy when `reader` is an H5Reader.
+
+    Args:
+        layout: the checked layout of a checkpoint.
+        reader: the H5Reader the layout came from (tensors then read lazily); None: tensors read at once.
+        map_location: as for `cstorch.load`: None, "cache", a device or a device string.
+        allow_pickle: unpickle the pickled objects (else they stay PickledObject).
+    """
     cache = map_location == "cache" or bool(serializers.cache_deferred_tensors)
     if cache:
         map_location = None
@@ -89,7 +109,12 @@ register(CheckpointFormat("torch", "torch pickle", is_torch_file, read_torch, wr
 
 
 def detect(path) -> CheckpointFormat:
-    """The format of the checkpoint at `path`."""
+    """The format of the checkpoint at `path`.
+
+    Args:
+        path: a file or directory; a path that is not a checkpoint of a known format raises
+            InvalidCheckpointError.
+    """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"No checkpoint at '{path}'.")

@@ -457,7 +457,15 @@ def read_h5(path, allow_pickle: bool = False) -> Layout:
 
 class H5Tensor(LazyTensor):
     """A tensor of an H5 checkpoint, read from the file each time it is used (or
-    once, when caching), after checking that the file is unchanged."""
+    once, when caching), after checking that the file is unchanged.
+
+    Args:
+        reader: the reader of the checkpoint file.
+        entry: the tensor's entry in the file.
+        shape: the tensor's shape.
+        dtype: the tensor's dtype.
+        cache: keep the values once read instead of reading them at every use.
+    """
 
     @staticmethod
     def __new__(cls, reader: H5Reader, entry: Entry, shape, dtype: torch.dtype, cache: bool):

@@ -96,7 +96,12 @@ class Layout:
 class PickledObject:
     """A Python object stored pickled in a checkpoint and not unpickled, because
     unpickling runs code from the file. `unpickle()` does it when the file is trusted;
-    saving a PickledObject writes its bytes back unchanged."""
+    saving a PickledObject writes its bytes back unchanged.
+
+    Args:
+        key: the entry's key in the checkpoint.
+        data: the pickled bytes.
+    """
 
     def __init__(self, key: str, data: bytes):
         self.key = key

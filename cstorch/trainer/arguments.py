@@ -130,3 +130,21 @@ def make_run_dirs(model_dir: str) -> tuple[str, str]:
             os.remove(latest)
         os.symlink(os.path.basename(artifact_dir), latest)
     return artifact_dir, _timestamp_dir(model_dir)
+
+
+def remove_empty_run_dirs(artifact_dir, summary_dir) -> None:
+    """Undo `make_run_dirs` where nothing was written: an empty `artifact_dir` (with the
+    `latest` link to it, and `cerebras_logs` when that leaves it empty) and an empty
+    `summary_dir` are removed, so a run leaves no empty folder behind."""
+    artifact_dir, summary_dir = os.fspath(artifact_dir), os.fspath(summary_dir)
+    logs = os.path.dirname(artifact_dir)
+    latest = os.path.join(logs, "latest")
+    for folder in (artifact_dir, summary_dir):
+        with contextlib.suppress(OSError):  # not empty, already gone, or not ours to remove
+            os.rmdir(folder)
+    if not os.path.exists(artifact_dir):
+        with contextlib.suppress(OSError):
+            if os.path.islink(latest) and os.readlink(latest) == os.path.basename(artifact_dir):
+                os.remove(latest)
+        with contextlib.suppress(OSError):
+            os.rmdir(logs)

@@ -35,7 +35,13 @@ def _seed(params: dict) -> None:
 
 
 class PyTorchBaseModel:
-    """The model a 1.8 runner runs (module doc)."""
+    """The model a 1.8 runner runs (module doc).
+
+    Args:
+        params: the legacy flat params dict (`runconfig.seed` seeds torch before `model_fn` runs).
+        model_fn: `params -> torch.nn.Module`, or the module itself.
+        device: the device of a CPU/GPU runner; None on CSX.
+    """
 
     def __init__(self, params: dict, model_fn: Union[Callable[[dict], torch.nn.Module], torch.nn.Module],
                  device: Optional[torch.device] = None):

@@ -199,7 +199,14 @@ def configure_trainer_from_config(trainer_params: dict, mode: str, base_dir: Opt
     """`(Trainer, run_kwargs)` for one trainer dict (the value of `trainer:`, or
     `{"trainer": <it>}`) and `mode`: parsed and checked first (`config.validate_trainer`),
     then built (`build_trainer`; the backend last). `base_dir` anchors relative file
-    names; `path` prefixes the key paths in errors."""
+    names; `path` prefixes the key paths in errors.
+
+    Args:
+        trainer_params: the value of `trainer:` in a YAML file, or `{"trainer": <it>}`.
+        mode: "train", "train_and_eval", "eval" or "eval_all".
+        base_dir: the folder relative file names in the config are taken from; None: the working directory.
+        path: the prefix of the key paths in error messages.
+    """
     check_mode(mode)
     spec = config.validate_trainer(config.unwrap_trainer(trainer_params, path), mode, base_dir, path)
     return build_trainer(spec, mode)
@@ -207,7 +214,13 @@ def configure_trainer_from_config(trainer_params: dict, mode: str, base_dir: Opt
 
 def run_trainer(mode: str, params: dict, base_dir: Optional[str] = None) -> list:
     """Parse every trainer of `params` (`config.validate_params`), then `run_specs`.
-    Returns the trainers."""
+    Returns the trainers.
+
+    Args:
+        mode: the run mode, as for `configure_trainer_from_config`.
+        params: the whole config: `{"trainer": ...}` or `{"trainer": [...]}` for several trainers.
+        base_dir: the folder relative file names in the config are taken from; None: the working directory.
+    """
     check_mode(mode)
     return run_specs(mode, config.validate_params(params, None, base_dir))
 

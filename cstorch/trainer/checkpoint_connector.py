@@ -25,6 +25,7 @@ class CheckpointConnector:
 
     def __init__(self, trainer):
         self.trainer = trainer
+        self.saved: list[str] = []  # the paths written by this trainer, in order
 
     def save_now(self) -> None:
         """Write the checkpoint of the step whose values the running closure holds, after
@@ -42,6 +43,7 @@ class CheckpointConnector:
         t.call("on_save_checkpoint", state)
         t.call("postprocess_checkpoint", state)
         cstorch.save(state, path)
+        self.saved.append(path)
         log.info("Saved checkpoint %s (global step %d)", path, step)
         t.call("on_after_save_checkpoint", path)
 

@@ -84,7 +84,14 @@ def _on_device(params: dict, target: str, runner: str) -> dict:
 
 
 class PyTorchRunner(PyTorchBaseRunner, device_runner=True):
-    """Runs on CPU (`device` "cpu") or GPU ("cuda"): eager PyTorch, every hook every step."""
+    """Runs on CPU (`device` "cpu") or GPU ("cuda"): eager PyTorch, every hook every step.
+
+    Args:
+        device: "cpu", "cuda" or a torch.device; None: "cpu".
+        model: the model, as for PyTorchBaseRunner.
+        params: the legacy params (their target device must be this device's).
+        **kwargs: PyTorchBaseRunner's keyword arguments (callbacks, loggers, base_dir).
+    """
 
     @classmethod
     def serves(cls, params: dict) -> bool:
@@ -109,7 +116,13 @@ class PyTorchRunner(PyTorchBaseRunner, device_runner=True):
 
 
 class PyTorchCSRunner(PyTorchBaseRunner, device_runner=True):
-    """Trains and evaluates on the Cerebras system (CSX): the steps are compiled."""
+    """Trains and evaluates on the Cerebras system (CSX): the steps are compiled.
+
+    Args:
+        model: the model, as for PyTorchBaseRunner.
+        params: the legacy params (target device CSX, neither compile_only nor validate_only).
+        **kwargs: PyTorchBaseRunner's keyword arguments (callbacks, loggers, base_dir).
+    """
 
     @classmethod
     def serves(cls, params: dict) -> bool:
@@ -128,7 +141,13 @@ class PyTorchCSRunner(PyTorchBaseRunner, device_runner=True):
 
 class PyTorchCSCompiler(PyTorchBaseRunner, device_runner=True):
     """Compiles the model for the Cerebras system and runs nothing (compile_only, or
-    validate_only when the params say so): each driver compiles its step(s) once."""
+    validate_only when the params say so): each driver compiles its step(s) once.
+
+    Args:
+        model: the model, as for PyTorchBaseRunner.
+        params: the legacy params (target device CSX, with compile_only or validate_only).
+        **kwargs: PyTorchBaseRunner's keyword arguments (callbacks, loggers, base_dir).
+    """
 
     @classmethod
     def serves(cls, params: dict) -> bool:

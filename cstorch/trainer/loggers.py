@@ -11,11 +11,13 @@ The default loggers are `ProgressLogger`, `TensorBoardLogger` and `CSVLogger`.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import warnings
 from typing import Optional
 
+from ..utils._console import above_bar
 from .callbacks.base import Callback
 
 
@@ -27,8 +29,16 @@ def as_scalar(value):
 
 
 class Logger(Callback):
+    """Where logged metrics go: `log_metrics(metrics, step)` on every log step (see the
+    module docstring)."""
+
     def log_metrics(self, metrics: dict, step: int) -> None:
         raise NotImplementedError
+
+    def destination(self) -> Optional[str]:
+        """Where this logger writes, in words, for the lines a run starts and ends with
+        (None: nothing to name, as for the console bar)."""
+        return None
 
     def flush(self) -> None: ...
 
@@ -36,7 +46,12 @@ class Logger(Callback):
 class TensorBoardLogger(Logger):
     """Scalars into TensorBoard event files under `summary_dir` (default: the trainer's
     `summary_dir`, `<model_dir>/<timestamp>`), readable with
-    `cstorch.utils.tensorboard.SummaryReader` or TensorBoard itself."""
+    `cstorch.utils.tensorboard.SummaryReader` or TensorBoard itself.
+
+    Args:
+        summary_dir: the folder of the event files; None: the trainer's `model_dir/<timestamp>`.
+        legacy_event_dirs: the real Trainer's per-mode event folders (no effect here; a warning).
+    """
 
     def __init__(self, summary_dir: Optional[str] = None, legacy_event_dirs: bool = False):
         if legacy_event_dirs:
@@ -49,6 +64,11 @@ class TensorBoardLogger(Logger):
 
         self.summary_dir = os.path.abspath(self.summary_dir or trainer.summary_dir)
         self.writer = SummaryWriter(log_dir=self.summary_dir)
+
+    def destination(self) -> Optional[str]:
+        if self.summary_dir is None:
+            return None
+        return f"TensorBoard events: {self.summary_dir}"
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         import torch
@@ -86,7 +106,11 @@ class CSVLogger(Logger):
     """One row `step,name,value` per logged scalar (other values are left to the
     TensorBoardLogger), appended to `path` (default
     `<summary_dir>/metrics.csv`), flushed at every log step so a killed run keeps its
-    rows."""
+    rows.
+
+    Args:
+        path: the CSV file; None: `model_dir/<timestamp>/metrics.csv`.
+    """
 
     def __init__(self, path: Optional[str] = None):
         self.path = path
@@ -101,6 +125,9 @@ class CSVLogger(Logger):
         self._writer = csv.writer(self._file)
         if fresh:
             self._writer.writerow(["step", "name", "value"])
+
+    def destination(self) -> Optional[str]:
+        return None if self.path is None else f"metrics (CSV): {self.path}"
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         for name, value in metrics.items():
@@ -117,13 +144,20 @@ class CSVLogger(Logger):
 class ProgressLogger(Logger):
     """A tqdm bar over the fit's global steps showing the last logged loss; tqdm adds the
     rate (steps/s). `enabled="auto"` shows it only when stderr is a terminal. While a
-    trainer with a ProgressLogger runs, the executor's own pipeline bar is off."""
+    trainer with a ProgressLogger runs, the executor's own pipeline bar is off. While the
+    bar is shown, log records and warnings are written above it, never onto its line
+    (`cstorch.utils._console.above_bar`).
+
+    Args:
+        enabled: True, False, or "auto": only when stderr is a terminal.
+    """
 
     def __init__(self, enabled="auto"):
         if enabled not in (True, False, "auto"):
             raise ValueError(f"ProgressLogger enabled must be True, False or 'auto', got {enabled!r}")
         self.enabled = enabled
         self._bar = None
+        self._console = contextlib.ExitStack()
 
     def _show(self) -> bool:
         import sys
@@ -136,6 +170,7 @@ class ProgressLogger(Logger):
 
             plan = trainer.fit_plan
             self._bar = tqdm(total=plan.end, initial=plan.start, unit="step", desc="train", dynamic_ncols=True)
+            self._console.enter_context(above_bar(self._bar))
 
     def on_train_batch_end(self, trainer, model, outputs, batch, batch_idx):
         if self._bar is not None:
@@ -155,3 +190,4 @@ class ProgressLogger(Logger):
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        self._console.close()

@@ -28,6 +28,7 @@ from .callbacks.base import ValidationCallback
 from .arguments import loader_list
 from .callbacks.loop import FitPlan, TrainingLoop, ValidationLoop
 from .loggers import ProgressLogger
+from .report import FitReport, ValidationReport, announce
 from .step_data import batch_size_of, micro_batch_count
 from .stream import TrainStream
 
@@ -88,6 +89,8 @@ class FitLoop:
         if plan.end <= plan.start:
             log.warning("Nothing to train: the global step (%d) has reached the loop's end", plan.start)
         stream = TrainStream(train_dl, position=t._data_position)
+        announce(t, f"fit: global steps {plan.start} -> {plan.end}")
+        report = FitReport(t, plan)
         with contextlib.ExitStack() as stack:
             t.call("on_enter_fit", stack, train_dl, val_dls, loop)
             t.call("on_fit_start", train_dl, val_dls, loop)
@@ -104,6 +107,7 @@ class FitLoop:
                 raise
             t.call("on_fit_end", loop)
         t._data_position = t._fit_position + t.global_step - plan.start
+        report.summary()
 
 
 class TrainStretch:
@@ -151,8 +155,10 @@ class EvaluationLoop:
     def __init__(self, trainer):
         self.trainer = trainer
 
-    def run(self, val_dl, loop: ValidationLoop) -> None:
+    def run(self, val_dl, loop: ValidationLoop) -> int:
+        """Run the validation; returns the number of batches it ran."""
         t = self.trainer
+        ran = 0
         hook = t._validation_hook = loop.hook
         dl = copy.copy(val_dl)
         executor = cstorch.utils.data.DataExecutor(dl, num_steps=loop.eval_steps if t.backend.is_e2e_execution
@@ -169,6 +175,7 @@ class EvaluationLoop:
                         t.call(f"on_{hook}_batch_start", t.model, batch, batch_idx)
                         outputs = t._traced_validate(batch)
                         t.call(f"on_{hook}_batch_end", t.model, outputs, batch, batch_idx)
+                        ran = batch_idx + 1
             except Exception as e:
                 t.call(f"on_{hook}_exception", e)
                 raise
@@ -176,6 +183,7 @@ class EvaluationLoop:
                 t.model.train(was_training)
             t._metrics.end_eval()
             t.call(f"on_{hook}_end", t.model, loop)
+        return ran
 
 
 def validate(trainer, val_dataloader, ckpt_path, loop) -> None:
@@ -185,8 +193,10 @@ def validate(trainer, val_dataloader, ckpt_path, loop) -> None:
         raise ValueError("validate needs a val_dataloader")
     loop = trainer.validation_loop(loop)
     trainer._checkpoints.load_for_run(ckpt_path)
-    for dl in val_dls:
-        EvaluationLoop(trainer).run(dl, loop)
+    announce(trainer, f"validate: global step {trainer.global_step}")
+    report = ValidationReport(trainer, "validate")
+    batches = sum(EvaluationLoop(trainer).run(dl, loop) for dl in val_dls)
+    report.summary(batches)
 
 
 def validate_all(trainer, val_dataloaders, ckpt_paths, loop) -> None:
@@ -207,11 +217,15 @@ def validate_all(trainer, val_dataloaders, ckpt_paths, loop) -> None:
         log.warning("validate_all found no checkpoint in %s: validating the current weights", t.checkpoint.root)
     if not val_dls and not t.get_callbacks(ValidationCallback):
         raise ValueError("validate_all needs val_dataloaders (or a ValidationCallback)")
+    announce(t, f"validate_all: {len(paths)} checkpoint{'s' if len(paths) != 1 else ''}")
+    report = ValidationReport(t, "validate_all")
+    batches = 0
     with contextlib.ExitStack() as stack:
         t.call("on_enter_validate_all", stack, val_dls, loop, paths)
         for i, path in enumerate(paths or [None]):
             if path is not None:
                 t.load_checkpoint(path)
             for dl in val_dls:
-                EvaluationLoop(t).run(dl, loop)
+                batches += EvaluationLoop(t).run(dl, loop)
             t.call("run_validation", i, i == max(len(paths), 1) - 1)
+    report.summary(batches)

@@ -130,12 +130,20 @@ def register(kind: str, name: Optional[str] = None) -> Callable:
 
 
 def register_model(name: Optional[str] = None) -> Callable:
-    """Decorator: `@register_model("my_model")` makes `model: {name: my_model, ...}` work."""
+    """Decorator: `@register_model("my_model")` makes `model: {name: my_model, ...}` work.
+
+    Args:
+        name: the name the YAML uses; None: the decorated class's or function's name.
+    """
     return register("model", name)
 
 
 def register_data_processor(name: Optional[str] = None) -> Callable:
-    """Decorator: `@register_data_processor("MyProcessor")` makes `data_processor: MyProcessor` work."""
+    """Decorator: `@register_data_processor("MyProcessor")` makes `data_processor: MyProcessor` work.
+
+    Args:
+        name: the name the YAML uses; None: the decorated class's or function's name.
+    """
     return register("data_processor", name)
 
 

@@ -296,12 +296,15 @@ def _trainer_spec(params, base_dir: Optional[str] = None) -> tuple[dict, InitSpe
 class PyTorchBaseRunner:
     """The legacy runner: hooks and overridable steps (module doc) over one Trainer.
 
-    `model`: a `torch.nn.Module` whose forward takes the batch and returns the loss (or
-    a `(loss, output)` pair / a dict with "loss"), or a zero-argument callable returning
-    one (called once the backend exists). `params`: the legacy flat dict. `callbacks`,
-    `loggers`: extra Trainer callbacks and the Trainer's loggers (default: its own).
-    `base_dir`: the folder relative `path/to/file.py:Class` names in `params` are taken
-    from (the params file's folder; None: the working directory).
+    Args:
+        model: a `torch.nn.Module` whose forward takes the batch and returns the loss (or a
+            `(loss, output)` pair / a dict with "loss"), a zero-argument callable returning one
+            (called once the backend exists), or a PyTorchBaseModel.
+        params: the legacy flat params dict.
+        callbacks: extra Trainer callbacks.
+        loggers: the Trainer's loggers; None: its own.
+        base_dir: the folder relative `path/to/file.py:Class` names in `params` are taken from
+            (the params file's folder); None: the working directory.
 
     Differences from the real system:
         On CSX the in-step hooks (`on_train_batch_start`, the overridable steps) run
@@ -529,7 +532,16 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
     the mode (`config.RUN_MODES[mode].runner`) with `train_data_fn(params)` /
     `eval_data_fn(params)` (cstorch or torch DataLoaders, or iterables of batches).
     Returns the runner. A configuration mistake (a ConfigError, also one the mode raises
-    when it starts) exits with status 2 and its message."""
+    when it starts) exits with status 2 and its message.
+
+    Args:
+        model_fn: `params -> torch.nn.Module`.
+        train_data_fn: `params -> loader` for training; None: no training mode.
+        eval_data_fn: `params -> loader` for evaluation; None: no evaluation mode.
+        default_params_fn: fills the params' defaults, in place or by returning the new dict.
+        argv: the command line (without the program name); None: `sys.argv[1:]`.
+        runner_cls: the runner class whose `create` builds the runner.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

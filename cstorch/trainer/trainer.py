@@ -52,10 +52,16 @@ learning rate of param group 0 (before this step's scheduler update) and the los
 are logged on log steps through a step closure; `throughput` is samples/s between
 log steps. `global_step` counts optimizer steps.
 
+The console. Each run starts by naming its model_dir and where checkpoints, metrics and
+TensorBoard events go, and a fit ends with a summary (steps, time, final loss, the last
+checkpoint): `report`. While the ProgressLogger's bar is shown, log records and warnings
+are written above it. `finalize` removes the run folders nothing was written into.
+
 The class holds the experiment and the step body (the methods a subclass may replace);
 the rest sits beside it, as Lightning splits its Trainer: `hooks.call_hook` calls the
 callbacks, `loops` runs `fit`, `validate` and `validate_all`, `checkpoint_connector`
-saves and loads checkpoints and `metrics_connector` routes what is logged.
+saves and loads checkpoints, `metrics_connector` routes what is logged and `report`
+writes what a run says on the console.
 """
 from __future__ import annotations
 
@@ -72,7 +78,7 @@ import torch
 import cstorch
 
 from . import checkpoint_state, loops
-from .arguments import check_trainer_arguments, make_run_dirs
+from .arguments import check_trainer_arguments, make_run_dirs, remove_empty_run_dirs
 from .callbacks.base import Callback, global_callbacks
 from .callbacks.checkpoint import Checkpoint
 from .callbacks.logs import Logging
@@ -104,6 +110,29 @@ class Trainer:
     """The Model Zoo Trainer: one experiment (model, optimizer, schedulers, precision, the
     training loop with validation, checkpoints, logging, callbacks) run by `fit`,
     `validate` and `validate_all` on one backend.
+
+    Args:
+        device: "CSX", "CPU" or "GPU": the backend to create (with `model_dir/cerebras_logs/<timestamp>` as
+            its artifact folder) when no backend exists; not with `backend`.
+        backend: a backend made with `cstorch.backend(...)`; None: the process's backend, else one for
+            `device`.
+        model_dir: the experiment's folder (required): checkpoints go there, the TensorBoard events and
+            `metrics.csv` to `model_dir/<timestamp>`. Only one process may run in it at a time.
+        model: a torch.nn.Module, or a function returning one (called once the backend exists).
+        optimizer: a cstorch.optim.Optimizer (of `model`, which must then be a module), a function `model ->
+            Optimizer`, or None (no training).
+        schedulers: a scheduler, a function `optimizer -> scheduler`, or a list of them.
+        precision: the compute dtype, loss scaling and gradient clipping; None:
+            MixedPrecision(enabled=False).
+        sparsity: not supported (anything but None raises).
+        loop: a TrainingLoop (how long `fit` trains, when it validates) or a ValidationLoop; None:
+            TrainingLoop(num_epochs=1).
+        checkpoint: when checkpoints are saved and which one is loaded; None: Checkpoint().
+        logging: which steps log and the log level; None: Logging(log_steps=1).
+        callbacks: more callbacks, called in order after the core ones.
+        loggers: where logged metrics go; None: ProgressLogger, TensorBoardLogger and CSVLogger.
+        seed: seeds torch and the backend's random numbers; None: the run is not repeatable (a warning).
+        autorestart: not supported (anything but None raises).
 
     Differences from the real system:
         `sparsity` and `autorestart` are not supported (clear errors), and there is no
@@ -432,11 +461,14 @@ class Trainer:
         loops.validate_all(self, val_dataloaders, ckpt_paths, loop)
 
     def finalize(self) -> None:
-        """Close the loggers' files and release the model_dir lock (also done when the
-        trainer is garbage collected)."""
+        """Close the loggers' files, remove the run folders nothing was written into
+        (`arguments.remove_empty_run_dirs`) and release the model_dir lock (also done when
+        the trainer is garbage collected)."""
         try:
-            for cb in self.callbacks:
+            for cb in getattr(self, "callbacks", ()):
                 cb.finalize()
+            if hasattr(self, "summary_dir"):
+                remove_empty_run_dirs(self.artifact_dir, self.summary_dir)
         finally:
             lock = getattr(self, "_model_dir_lock", None)  # None: the arguments were refused
             if lock is not None:

@@ -47,7 +47,11 @@ def _key(types) -> tuple:
 
 def register_visit_fn(*types):
     """Decorator: `fn(struct)` yields `([key], child)` for every child of a structure of
-    one of `types`; `visit_structure` then walks into such structures."""
+    one of `types`; `visit_structure` then walks into such structures.
+
+    Args:
+        *types: the container types the decorated function visits.
+    """
 
     def decorator(fn):
         for t in types:
@@ -65,14 +69,22 @@ def register_visit_fn(*types):
 
 def unregister_visit_fn(*types) -> None:
     """Forget the visit function registered for exactly these types (or for any one
-    type given alone)."""
+    type given alone).
+
+    Args:
+        *types: the types given to `register_visit_fn`.
+    """
     _VISIT_FNS.pop(_key(types), None)
     for t in types:
         _VISIT_FNS.pop((t,), None)
 
 
 def find_visit_fn(struct: TNested) -> Optional[Callable[[TNested], TVisitFnRet]]:
-    """The visit function of the first registration whose types `struct` is an instance of."""
+    """The visit function of the first registration whose types `struct` is an instance of.
+
+    Args:
+        struct: a structure.
+    """
     for types, fn in _VISIT_FNS.items():
         if isinstance(struct, types):
             return fn
@@ -94,21 +106,33 @@ def serialize_visit_fns() -> Dict[str, str]:
 
 
 def deserialize_visit_fns(visit_fn_map: Dict[str, str]) -> None:
-    """Register the visit functions of a `serialize_visit_fns()` map."""
+    """Register the visit functions of a `serialize_visit_fns()` map.
+
+    Args:
+        visit_fn_map: the map `serialize_visit_fns()` returned.
+    """
     for types, fn in visit_fn_map.items():
         register_visit_fn(*pickle.loads(bytes.fromhex(types)))(pickle.loads(bytes.fromhex(fn)))
 
 
 @register_visit_fn(dict, UserDict)
 def visit_dict(struct: Union[dict, UserDict]) -> TVisitFnRet:
-    """A dict's children, scoped by their key."""
+    """A dict's children, scoped by their key.
+
+    Args:
+        struct: a dict or UserDict.
+    """
     for k, v in struct.items():
         yield [str(k)], v
 
 
 @register_visit_fn(list, tuple)
 def visit_list_tuple(struct: Union[tuple, list]) -> TVisitFnRet:
-    """A list's or tuple's children, scoped by their index."""
+    """A list's or tuple's children, scoped by their index.
+
+    Args:
+        struct: a list or tuple.
+    """
     for i, v in enumerate(struct):
         yield [str(i)], v
 
@@ -116,7 +140,14 @@ def visit_list_tuple(struct: Union[tuple, list]) -> TVisitFnRet:
 def visit_structure(data_structure: TNested, select_fn: TSelectFn, strict: bool = False,
                     scope: Optional[TScope] = None) -> Generator[Tuple[TScope, Any], None, None]:
     """Yield `(scope, item)` for every item of the nested structure that `select_fn`
-    accepts, in the visit functions' order."""
+    accepts, in the visit functions' order.
+
+    Args:
+        data_structure: the nested structure.
+        select_fn: `item -> bool`: which leaves to yield.
+        strict: raise ValueError on a leaf that is neither a known container nor selected.
+        scope: a prefix of every scope (a list of keys).
+    """
     scope = list(scope or [])
     visit = find_visit_fn(data_structure)
     if visit is not None:
@@ -135,13 +166,26 @@ def visit_structure(data_structure: TNested, select_fn: TSelectFn, strict: bool 
 
 def visit_torch_tensors(data_structure: TNested, strict: bool = False,
                         scope: Optional[TScope] = None) -> Generator[Tuple[TScope, torch.Tensor], None, None]:
-    """Yield `(scope, tensor)` for every torch tensor of the structure."""
+    """Yield `(scope, tensor)` for every torch tensor of the structure.
+
+    Args:
+        data_structure: the nested structure.
+        strict: raise ValueError on a leaf that is neither a known container nor a tensor.
+        scope: a prefix of every scope (a list of keys).
+    """
     yield from visit_structure(data_structure, lambda x: isinstance(x, torch.Tensor), strict, scope)
 
 
 def visit_device_tensors(data_structure: TNested, device_type: str, strict: bool = False,
                          scope: Optional[TScope] = None) -> Generator[Tuple[TScope, torch.Tensor], None, None]:
-    """Yield `(scope, tensor)` for every tensor whose device type is `device_type`."""
+    """Yield `(scope, tensor)` for every tensor whose device type is `device_type`.
+
+    Args:
+        data_structure: the nested structure.
+        device_type: the device type, e.g. "cpu" or "cuda".
+        strict: raise ValueError on a leaf that is neither a known container nor a tensor.
+        scope: a prefix of every scope (a list of keys).
+    """
     for s, t in visit_torch_tensors(data_structure, strict, scope):
         if t.device.type == device_type:
             yield s, t
@@ -154,7 +198,13 @@ def _is_lazy(x) -> bool:
 def visit_lazy_tensors(data_structure: TNested, strict: bool = False,
                        scope: Optional[TScope] = None) -> Generator[Tuple[TScope, torch.Tensor], None, None]:
     """Yield `(scope, tensor)` for every device tensor of a CSX backend (see the module
-    docstring)."""
+    docstring).
+
+    Args:
+        data_structure: the nested structure.
+        strict: raise ValueError on a leaf that is neither a known container nor a device tensor.
+        scope: a prefix of every scope (a list of keys).
+    """
     yield from visit_structure(data_structure, _is_lazy, strict, scope)
 
 
@@ -174,7 +224,12 @@ def _child_keys(spec: TreeSpec, n: int) -> list:
 
 
 def recurse_spec(spec: TreeSpec, scope: Optional[TScope] = None) -> Generator[TScope, None, None]:
-    """Yield the scope of every leaf of a torch pytree spec, in leaf order."""
+    """Yield the scope of every leaf of a torch pytree spec, in leaf order.
+
+    Args:
+        spec: a torch pytree TreeSpec.
+        scope: a prefix of every scope (a list of keys).
+    """
     if spec.num_leaves == 0:
         return
     scope = list(scope or [])
@@ -189,25 +244,49 @@ def recurse_spec(spec: TreeSpec, scope: Optional[TScope] = None) -> Generator[TS
 def map_structure(map_fn: Callable, data_structure: TNested, select_fn: TSelectFn,
                   scope: Optional[TScope] = None):
     """The structure rebuilt with `map_fn(scope, item)` in place of every leaf that
-    `select_fn` accepts."""
+    `select_fn` accepts.
+
+    Args:
+        map_fn: `(scope, item) -> new item`.
+        data_structure: the nested structure (a torch pytree).
+        select_fn: `item -> bool`: which leaves to map.
+        scope: a prefix of every scope (a list of keys).
+    """
     leaves, spec = tree_flatten(data_structure)
     mapped = [map_fn(s, x) if select_fn(x) else x for s, x in zip(recurse_spec(spec, scope), leaves)]
     return tree_unflatten(mapped, spec)
 
 
 def map_torch_tensors(map_fn: Callable, data_structure: TNested, scope: Optional[TScope] = None):
-    """`map_structure` over the torch tensors."""
+    """`map_structure` over the torch tensors.
+
+    Args:
+        map_fn: `(scope, tensor) -> new item`.
+        data_structure: the nested structure (a torch pytree).
+        scope: a prefix of every scope (a list of keys).
+    """
     return map_structure(map_fn, data_structure, lambda x: isinstance(x, torch.Tensor), scope)
 
 
 def map_lazy_tensors(map_fn: Callable, data_structure: TNested, scope: Optional[TScope] = None):
-    """`map_structure` over the device tensors of a CSX backend."""
+    """`map_structure` over the device tensors of a CSX backend.
+
+    Args:
+        map_fn: `(scope, tensor) -> new item`.
+        data_structure: the nested structure (a torch pytree).
+        scope: a prefix of every scope (a list of keys).
+    """
     return map_structure(map_fn, data_structure, _is_lazy, scope)
 
 
 def diff(data_structure_1: TNested, data_structure_2: TNested) -> Generator[str, None, None]:
     """Describe where two structures differ: their dotted keys, then each value that
-    differs under the same key."""
+    differs under the same key.
+
+    Args:
+        data_structure_1: a nested structure.
+        data_structure_2: the other one.
+    """
 
     def flat(data):
         leaves, spec = tree_flatten(data)

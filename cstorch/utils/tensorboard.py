@@ -37,6 +37,11 @@ class SummaryWriter(_TorchSummaryWriter):
     instead of torch's default of 0. ``base_step`` is a public attribute and
     may be changed between calls.
 
+    Args:
+        *args: torch's SummaryWriter arguments (`log_dir` first).
+        base_step: the step recorded by a call without `global_step`.
+        **kwargs: torch's SummaryWriter keyword arguments.
+
     Differences from the real system:
         A call without ``global_step`` records ``base_step``.
     """

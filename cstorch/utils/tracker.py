@@ -12,6 +12,14 @@ from typing import Optional
 
 
 class RateTracker:
+    """Samples per second, smoothed (`rate()`) and overall (`global_rate()`); see the
+    module docstring.
+
+    Args:
+        smooth_factor: the weight s of the previous rate in the smoothed one (0: no
+            smoothing); None: 0.4.
+    """
+
     def __init__(self, smooth_factor: Optional[float] = None):
         self._smooth_factor = 0.4 if smooth_factor is None else smooth_factor
         self.reset()

@@ -1,32 +1,11 @@
-"""The ATen -> jax.numpy table.
+"""The ATen -> jax.numpy table: `LOWERINGS`, `RANDOM_OPS` and `register`, as defined in
+`cstorch_jax.lowering_table`.
 
-`LOWERINGS[op]` is a function with the op's torch signature that takes jax arrays in
-place of tensors (and Python values for everything else) and returns jax arrays.
-Ops that draw random numbers are also in `RANDOM_OPS`; their lowering receives a
-`key=` argument derived from the step's RNG key.
+Importing this module (any module of `cstorch_jax.lowering`) loads every family of
+lowerings, so the table read from here is complete. The table itself lives outside the
+package so that the optimizer update ops (`cstorch_jax.optim`) register their lowerings
+at import without loading the families: those load when a step is first compiled.
 """
-from __future__ import annotations
+from ..lowering_table import LOWERINGS, RANDOM_OPS, register
 
-from typing import Callable
-
-from torch._ops import OpOverload
-
-LOWERINGS: dict[OpOverload, Callable] = {}
-RANDOM_OPS: set[OpOverload] = set()
-
-
-def register(*ops: OpOverload, random: bool = False):
-    """Decorator: `fn` is the lowering of every overload in `ops`."""
-
-    def deco(fn: Callable) -> Callable:
-        for op in ops:
-            if not isinstance(op, OpOverload):
-                raise TypeError(f"register() takes op overloads such as aten.add.Tensor, got {op!r}")
-            if op in LOWERINGS:
-                raise ValueError(f"{op} is lowered twice")
-            LOWERINGS[op] = fn
-            if random:
-                RANDOM_OPS.add(op)
-        return fn
-
-    return deco
+__all__ = ["LOWERINGS", "RANDOM_OPS", "register"]

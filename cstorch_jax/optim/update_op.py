@@ -23,7 +23,7 @@ import jax
 import torch
 from torch import Tensor
 
-from ..lowering import register
+from ..lowering_table import register  # not `..lowering`: that loads every family of lowerings
 from .eager import run_eagerly
 from .spec import Algorithm, decode_hyper, encode_hyper
 from .transforms import Hyper

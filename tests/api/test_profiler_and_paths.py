@@ -98,7 +98,7 @@ def test_compile_only_runs_have_no_profiler(tmp_path):
     assert ex.profiler is None
 
 
-def test_artifact_dirs_are_paths_made_when_a_run_starts(tmp_path):
+def test_artifact_dirs_are_paths_made_when_something_is_written_there(tmp_path):
     b = cstorch.backend("CSX", artifact_dir=tmp_path / "logs")
     assert isinstance(b.artifact_dir, pathlib.Path) and b.artifact_dir == tmp_path / "logs"
     assert not b.artifact_dir.exists()
@@ -107,7 +107,10 @@ def test_artifact_dirs_are_paths_made_when_a_run_starts(tmp_path):
     with pytest.raises(RuntimeError, match="must be iterated before having an artifact directory"):
         first.artifact_dir  # noqa: B018
     for _ in first:
-        assert b.artifact_dir.is_dir()
+        pass
+    assert not b.artifact_dir.exists(), "a run that writes nothing there leaves no (empty) artifact folder"
+    first.artifact_dir  # noqa: B018  (a reader that writes there creates it)
+    assert b.artifact_dir.is_dir()
     second = cstorch.utils.data.DataExecutor(loader, num_steps=1)
     for _ in second:
         pass

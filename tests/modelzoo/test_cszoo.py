@@ -20,7 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_cszoo_is_the_cstorch_program():
     with open(os.path.join(ROOT, "pyproject.toml")) as f:
         scripts = re.search(r"\[project\.scripts\]\n((?:.+\n)+)", f.read()).group(1)
-    assert 'cszoo = "cstorch.trainer.cli:main"' in scripts and 'cstorch = "cstorch.trainer.cli:main"' in scripts
+    assert re.search(r'^cszoo = "cstorch_cli:main"', scripts, re.M) and re.search(r'^cstorch = "cstorch_cli:main"',
+                                                                                   scripts, re.M)
     assert cli.program_name("/usr/bin/cszoo") == "cszoo" and cli.program_name("cstorch") == "cstorch"
     assert cli.program_name("/x/__main__.py") == "cstorch"
 

@@ -31,6 +31,11 @@ class Optimizer(cstorch.optim.Optimizer):
     not define it cannot be instantiated; `isinstance(cstorch.optim.SGD(...),
     Optimizer)` holds for the built-in optimizers.
 
+    Args:
+        params: the parameters or param groups, as for cstorch.optim.Optimizer.
+        defaults: the default value of every hyper-parameter of a param group.
+        enable_global_step: keep a float32 0-d "step" state per parameter.
+
     Differences from the real system:
         No sparsity: the names `state_names_to_sparsify()` returns are checked (each
         must be a state `preinitialize` created), not used.

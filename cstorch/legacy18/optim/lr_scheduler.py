@@ -64,6 +64,12 @@ def configure_lr_scheduler(optimizer, learning_rate, adjust_learning_rate: Optio
     """The 2.x `configure_lr_scheduler` (a number, a `{"scheduler": name, ...}` dict or a
     list of them), also taking 1.8's `main_scheduler` names.
 
+    Args:
+        optimizer: the optimizer to schedule.
+        learning_rate: a number, a `{"scheduler": name, ...}` dict or a list of them.
+        adjust_learning_rate: the per-parameter learning-rate factors; with it, the scheduler is wrapped in
+            ScalePerParamLR.
+
     Differences from the real system:
         In a list, `main_scheduler` takes 1.8's `ChainedLR`, `ChainedScheduler` and
         `SequentialLR` (any case) and 2.x's `chained` and `sequential`. Only the

@@ -78,6 +78,16 @@ class DataLoader:
     steps are checkpoint steps). `len()`, `num_epochs`, `total_steps`; other attributes
     (`dataset`, `batch_size`, ...) are those of the loader `input_fn` returned.
 
+    Args:
+        input_fn: the function that builds the loader (as for the 2.x DataLoader).
+        *args: positional arguments for `input_fn`.
+        num_steps: the steps of the run (not with `num_epochs`).
+        max_steps: the step at which the run ends, counted like `initial_step`.
+        num_epochs: the passes over the loader (not with `num_steps`).
+        steps_per_epoch: the steps of one epoch; None: the loader's length.
+        initial_step: the step the run starts from (a resumed run's).
+        **kwargs: keyword arguments for `input_fn`.
+
     Differences from the real system:
         A checkpoint step is one where the 0-based step `g` (counted from
         `initial_step`) has `g % N == 0` (the porting guide's example) or

@@ -116,7 +116,11 @@ _GLOBAL_CALLBACKS: list[Callback] = []
 
 def register_global_callback(callback: Callback) -> Callback:
     """Add `callback` to every Trainer constructed from now on (after the user callbacks);
-    returns it, so it can be used as `register_global_callback(MyCallback())`."""
+    returns it, so it can be used as `register_global_callback(MyCallback())`.
+
+    Args:
+        callback: a Callback instance.
+    """
     if not is_callback(callback):
         raise TypeError(f"register_global_callback expects a Callback instance, got {type(callback).__name__}")
     if isinstance(callback, CoreCallback):

@@ -32,6 +32,19 @@ log = logging.getLogger("cstorch.trainer")
 class Checkpoint(CoreCallback):
     """When `fit` saves checkpoints and which one it loads at the start.
 
+    Args:
+        steps: K: save after every global step divisible by K and after the last step of every fit; None:
+            after the last step only; 0: never.
+        autoload_last_checkpoint: `fit` and `validate` load the latest checkpoint of the checkpoint folder
+            when no `ckpt_path` is given.
+        disable_strict_checkpoint_loading: load a checkpoint's state with `strict=False` (missing or extra
+            keys are allowed).
+        save_initial_checkpoint: also save the initial state (global step 0) before the first step of a fit
+            that starts at step 0.
+        checkpoint_root: the folder of the checkpoints; None: the trainer's model_dir.
+        checkpoint_name: the file name, with `{step}` exactly once.
+        strict_version: refuse a checkpoint of another cstorch major.minor version.
+
     Differences from the real system:
         `steps=None` saves after the last step only. A restarted run re-enters the
         train stream by replaying the loader, so the loader's order must come from its
@@ -67,6 +80,14 @@ class Checkpoint(CoreCallback):
         if self._root is None:
             raise RuntimeError("Checkpoint.root is known once the Trainer has set the callback up")
         return self._root
+
+    def describe(self) -> str:
+        """Where and when checkpoints are written, in words (the line a run starts with)."""
+        where = os.path.join(self.root, self.checkpoint_name)
+        if self.steps == 0:
+            return f"checkpoints: none (Checkpoint(steps=0)); loaded from {self.root}"
+        when = "the last step" if self.steps is None else f"every {self.steps} steps and the last"
+        return f"checkpoints: {where} ({when})"
 
     def is_checkpoint_step(self, global_step: int, is_last: bool) -> bool:
         if self.steps == 0:
@@ -124,7 +145,11 @@ class Checkpoint(CoreCallback):
 
 class KeepNCheckpoints(Callback):
     """After each save, delete all but the newest `n` checkpoints of the trainer's
-    Checkpoint root (newest = highest step)."""
+    Checkpoint root (newest = highest step).
+
+    Args:
+        n: the number of checkpoints to keep (>= 1).
+    """
 
     def __init__(self, n: int):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:

@@ -14,7 +14,17 @@ from .base import Callback, CoreCallback
 log = logging.getLogger("cstorch.trainer")
 
 
-def _format(value) -> str:
+#: the unit a metric is printed with on the console (its scalar name stays bare)
+UNITS = {"throughput": "samples/s"}
+
+
+def format_metric(name: str, value) -> str:
+    """`value` as the console shows metric `name`: a rate with its unit and one decimal
+    (`throughput=24364.2 samples/s`), other floats with 5 significant digits (scientific
+    below 1e-3 and from 1e4 on)."""
+    unit = UNITS.get(name.rsplit("/", 1)[-1])
+    if unit is not None and isinstance(value, float):
+        return f"{value:.1f} {unit}"
     if isinstance(value, float) and (abs(value) >= 1e4 or (value != 0 and abs(value) < 1e-3)):
         return f"{value:.4e}"
     return f"{value:.5g}" if isinstance(value, float) else str(value)
@@ -24,7 +34,14 @@ class Logging(CoreCallback):
     """A step logs when `(global_step - start) % log_steps == 0`, `start` being the global
     step the fit started at, and on the fit's last step. `log_level` sets the level of the
     "cstorch" loggers; logged metrics are also written to the "cstorch.trainer" logger
-    (INFO), which gets a stderr handler when neither it nor the root logger has one."""
+    (INFO), which gets a stderr handler when neither it nor the root logger has one.
+
+    Args:
+        log_steps: log every this many steps (>= 1).
+        log_level: the level of the "cstorch" loggers: "DEBUG", "INFO", "WARNING" or "ERROR".
+        wsc_log_level: the wafer-scale cluster's log levels (no effect here; a warning).
+        enable_act_frequency: the wafer-scale cluster's activation frequency (no effect here; a warning).
+    """
 
     def __init__(self, log_steps: int = 1, log_level: str = "INFO", wsc_log_level=None,
                  enable_act_frequency: bool = False):
@@ -51,7 +68,7 @@ class Logging(CoreCallback):
         return (global_step - start) % self.log_steps == 0 or global_step == end
 
     def log_metrics(self, metrics: dict, step: int) -> None:
-        shown = ", ".join(f"{k}={_format(v)}" for k, v in metrics.items() if isinstance(v, float))
+        shown = ", ".join(f"{k}={format_metric(k, v)}" for k, v in metrics.items() if isinstance(v, float))
         if shown and log.isEnabledFor(logging.INFO):
             log.info("| step %d | %s", step, shown)
 

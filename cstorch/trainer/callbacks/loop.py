@@ -83,6 +83,18 @@ class TrainingLoop(CoreCallback):
     """How long `fit` trains, when it validates and how it accumulates gradients (see
     the module docstring).
 
+    Args:
+        num_steps: the steps this `fit` runs (not with `num_epochs`).
+        max_steps: the global step at which training stops (with or without the other two).
+        num_epochs: the passes over the train loader (not with `num_steps`).
+        steps_per_epoch: the steps of one epoch (only with `num_epochs`); None: the train loader's length.
+        eval_frequency: validate during `fit`: every this many steps (int), at this fraction of the fit's
+            steps (float in (0, 1]), or never (None or 0); with validation on, it also runs after the last
+            step.
+        eval_steps: the validation batches; None: one pass over the validation loader.
+        grad_accum_steps: N: every batch is split into N micro-batches inside the one step (the batch size
+            must be divisible by N).
+
     Differences from the real system:
         `grad_accum_steps=N` splits each batch into N micro-batches inside the one
         compiled step, on every device (the real CSX does this through
@@ -167,7 +179,12 @@ class TrainingLoop(CoreCallback):
 
 class ValidationLoop(CoreCallback):
     """`eval_steps` batches per validation (None: one pass over the loader). `hook` names
-    the hooks called (`on_<hook>_start`, `on_<hook>_batch_end`, ...)."""
+    the hooks called (`on_<hook>_start`, `on_<hook>_batch_end`, ...).
+
+    Args:
+        eval_steps: the validation batches; None: one pass over the loader.
+        hook: the name in the hooks called (`on_<hook>_start`, `on_<hook>_batch_end`, ...).
+    """
 
     def __init__(self, eval_steps: Optional[int] = None, hook: str = "validate"):
         _check_count("eval_steps", eval_steps)

@@ -34,6 +34,26 @@ _HALF_TYPES = ("float16", "bfloat16", "cbfloat16")
 
 
 class MixedPrecision(CoreCallback):
+    """The step's compute dtype, loss scaling and gradient clipping (see the module
+    docstring).
+
+    Args:
+        enabled: compute in `fp16_type` (weights stay float32); False: in float32.
+        fp16_type: "bfloat16", "float16" or "cbfloat16" (CPU: bfloat16 only; another is replaced,
+            with a warning).
+        precision_opt_level: the wafer's numerics policy (no effect here; a warning).
+        loss_scaling_factor: a static loss scale (> 0), or "dynamic"; applies to float16 and
+            cbfloat16 only.
+        initial_loss_scale: the first dynamic scale; None: GradScaler's default.
+        steps_per_increase: the clean steps after which a dynamic scale doubles.
+        min_loss_scale: the least dynamic scale; None: GradScaler's default.
+        max_loss_scale: the largest dynamic scale; None: GradScaler's default.
+        max_gradient_norm: clip the gradients to this global norm after unscaling (> 0; not with
+            `max_gradient_value`).
+        max_gradient_value: clip every gradient element to [-value, value] after unscaling (> 0).
+        log_loss_scale: log the loss scale: None: when it is dynamic; True: always; False: never.
+    """
+
     def __init__(self, enabled: bool = True, fp16_type: str = "bfloat16",
                  precision_opt_level: Optional[int] = None, loss_scaling_factor: Union[float, str] = 1.0,
                  initial_loss_scale: Optional[float] = None, steps_per_increase: int = 2000,

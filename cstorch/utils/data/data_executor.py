@@ -79,6 +79,20 @@ class DataExecutor:
     prepared ahead by a producer thread. `iter(executor)` starts the run at once (the
     pre-initial step, `iteration == -1`).
 
+    Args:
+        dataloader: the batches, a `cstorch.utils.data.DataLoader` (a torch DataLoader must be wrapped in
+            one).
+        num_steps: the number of steps to run (the loader restarts when it is exhausted); None: one pass
+            over the loader, `len(dataloader)` (a loader without a length then raises). On a compile-only or
+            validate-only CSX backend it is 1.
+        checkpoint_steps: N: the checkpoint steps are the 0-based steps N-1, 2N-1, ... and the last step; 0
+            or None: none; a Schedule: its 0-based steps.
+        activation_steps: on CSX, step closures get values on the steps whose 1-based number is a multiple
+            of it, and on the last step; None: 1 (every step). Capped at `num_steps` and reduced to divide
+            every checkpoint step.
+        profiler_activities: the `cstorch.utils.profiler.Activity` classes the run's profiler measures
+            (checked now); None: the rate tracker.
+
     Differences from the real system:
         A background producer thread runs the loader ahead of the step and, on CSX,
         starts each batch's copy to the device; where the step computes on the host's
@@ -256,8 +270,7 @@ class DataExecutor:
         perf = backends.csx.performance
         self.steps_per_launch = self._steps_per_launch or perf.steps_per_launch
         self.iteration = -1
-        self._number_run()
-        Path(self.backend.artifact_dir).mkdir(parents=True, exist_ok=True)
+        self._number_run()  # its folder is created when something reads `artifact_dir` to write there
         self._profiler = Profiler(self._artifact_dir, self.profiler_activities) if self.backend.is_e2e_execution \
             else None
         run.start(self)

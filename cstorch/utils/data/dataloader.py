@@ -86,6 +86,12 @@ class DataLoader:
     iterable of (nested) tensors, once per data worker. The loaders are built on first
     use; the arguments are deep-copied so later changes by the caller do not leak in.
 
+    Args:
+        input_fn: a function that builds the loader: it returns a torch DataLoader or any iterable of
+            (nested) tensors. It is called once per data worker, when the loader is first used.
+        *args: positional arguments for `input_fn` (deep-copied now).
+        **kwargs: keyword arguments for `input_fn` (deep-copied now).
+
     Differences from the real system:
         With `ClusterConfig(num_workers_per_csx=W)` the W data workers are threads
         of one process: `input_fn` is called W times and global batch k comes from

@@ -41,6 +41,11 @@ class SyntheticDataset(_Base):
 
         ds = SyntheticDataset({"x": torch.zeros(784), "y": lambda i: torch.tensor(i % 10)}, num_samples=64)
         loader = torch.utils.data.DataLoader(ds, batch_size=8)
+
+    Args:
+        sample_spec: the structure of a sample: a pytree whose leaves are tensors (cloned into every sample)
+            or callables `index -> tensor`.
+        num_samples: the number of samples; None: endless.
     """
 
     def __init__(self, sample_spec: Any, num_samples: Optional[int] = None):

@@ -198,6 +198,20 @@ class DistributedSampler(torch.utils.data.Sampler):
     yields lists of indices), as `sampler=` otherwise. `seed=None` draws a seed from
     torch's global generator once, at construction.
 
+    Args:
+        data_source: the map-style dataset (anything with a length).
+        shuffle: shuffle each epoch (epoch e with the seed `seed + e`).
+        seed: the shuffle's seed; None: drawn from torch's global generator now.
+        start_index: skip this many samples of the whole stream (a resumed run's position).
+        shard: hand global batch i to data worker i % W (round robin over the run's data workers).
+        batch_size: group the indices into lists of this size (the global batch size on CSX); None: yield
+            single indices.
+        drop_last: the samples that do not fill a batch at the end of an epoch start the next epoch's first
+            batch; False: the last batch of an epoch is short (or padded with `pad_last`).
+        num_samples: the number of samples per epoch (more than the dataset repeats it, fewer truncates);
+            None: the dataset's length.
+        pad_last: with `drop_last=False`, fill the last batch with `pad_index`.
+
     Differences from the real system:
         `shard=True` shards by data worker (the workers are threads of one process), so
         W workers stream the same sequence as one worker.

@@ -48,6 +48,7 @@ A `DataExecutor` run takes its global batches from `HostPipeline.next_batch(k)`:
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import statistics
 import sys
@@ -60,6 +61,7 @@ from typing import Any, Callable, Optional
 from tqdm import tqdm
 
 from ...distributed.streaming import streaming_worker
+from .._console import above_bar
 
 log = logging.getLogger("cstorch")
 
@@ -364,13 +366,16 @@ def _stderr_is_terminal() -> bool:
 class ProgressBar:
     """A tqdm bar of a run on stderr: step/num_steps, steps/s, input-wait share and
     queue fill. `mode` is the `progress` backend flag: True, False or "auto" (a bar
-    only when stderr is a terminal)."""
+    only when stderr is a terminal). While the bar is shown, log records and warnings are
+    written above it (`cstorch.utils._console.above_bar`), never onto its line."""
 
     def __init__(self, mode, stats: PipelineStats):
         self._stats = stats
         show = mode is True or (mode == "auto" and _stderr_is_terminal())
         self._bar = tqdm(total=stats.num_steps, unit="step", file=sys.stderr, dynamic_ncols=True,
                          desc="cstorch run") if show else None
+        self._console = contextlib.ExitStack()
+        self._console.enter_context(above_bar(self._bar))
 
     def step(self) -> None:
         if self._bar is not None:
@@ -381,3 +386,5 @@ class ProgressBar:
         if self._bar is not None:
             self._bar.set_postfix_str(self._stats.summary(), refresh=False)
             self._bar.close()
+            self._bar = None
+        self._console.close()

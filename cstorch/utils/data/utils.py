@@ -20,6 +20,9 @@ class Schedule:
 
     `Schedule([Schedule.Range(0, 10, 3, include_last=True)])` matches 0, 3, 6, 9;
     `Schedule([])` matches nothing.
+
+    Args:
+        intervals: the Schedule.Range intervals, ordered and non-overlapping.
     """
 
     @dataclass
@@ -131,6 +134,16 @@ def compute_num_steps(dataloader, initial_step: int = 0, num_steps: Optional[int
     `steps_per_epoch` defaults to `len(dataloader)` and is divided by
     `grad_accum_steps` (one optimizer step per `grad_accum_steps` batches). When the
     loader has no length only `num_steps`/`max_steps` can bound the run.
+
+    Args:
+        dataloader: the loader; its length is the number of batches per epoch (it may have none).
+        initial_step: the step the run starts from (for `max_steps`).
+        num_steps: the number of steps to run.
+        max_steps: the step at which the run ends.
+        num_epochs: the number of passes over the loader (not with `num_steps`, nor for a loader without a
+            length).
+        steps_per_epoch: the batches of an epoch; None: `len(dataloader)`.
+        grad_accum_steps: the batches per optimizer step.
     """
 
     def check(name, value, allow_none=True, allow_zero=False):
