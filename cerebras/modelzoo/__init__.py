@@ -21,6 +21,8 @@ from pathlib import Path
 
 import cerebras
 
+from ._torchvision_ops import declare_torchvision_ops
+
 _OURS = Path(__file__).resolve().parent
 
 
@@ -43,8 +45,6 @@ def _load_real(folder: Path):
     """Execute the real package's `__init__` as `cerebras.modelzoo`, its submodules found in
     its own folder; the module object replaces this one in `sys.modules`. torchvision's
     operators are declared first where its extension cannot load (`_torchvision_ops`)."""
-    from ._torchvision_ops import declare_torchvision_ops
-
     declare_torchvision_ops()
     spec = importlib.util.spec_from_file_location(__name__, folder / "__init__.py",
                                                   submodule_search_locations=[str(folder)])
