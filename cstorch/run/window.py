@@ -67,20 +67,23 @@ class StepWindow:
     def launch(self) -> None:
         """Run the waiting calls as one launch: the state they use (`DeviceState.arrays`,
         uploading what the host changed), the step's executable for one call or
-        `StepsExecutable` for several, inside `RunInterrupts.critical` (the state is
-        donated), and `DeviceState.update` with the new state; their outputs are
+        `StepsExecutable` for several, and `DeviceState.update` with the new state, all
+        inside `RunInterrupts.critical` (a Ctrl-C waits until the calls taken from the
+        window have run and their state and outputs are recorded); their outputs are
         computed from then on. Nothing is launched twice: the window is empty when the
         launch starts."""
         if not self.batches:
             return
-        program, batches, values = self.program, self.batches, self.values
-        self.program, self.batches, self.iterations, self.values = None, [], [], None
         run = self.run
-        ds = run.device_state
-        arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
-        n_mut, n = program.n_mutated, len(batches)
-        steps = program.steps(n, full=n == run.launch_size(program)) if n > 1 else None
-        with run.interrupts.critical():  # the state is donated: no Ctrl-C until the new state is recorded
+        # from taking the calls to recording their state and outputs, no Ctrl-C: a call
+        # taken from the window is launched, and the state is donated
+        with run.interrupts.critical():
+            program, batches, values = self.program, self.batches, self.values
+            self.program, self.batches, self.iterations, self.values = None, [], [], None
+            ds = run.device_state
+            arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
+            n_mut, n = program.n_mutated, len(batches)
+            steps = program.steps(n, full=n == run.launch_size(program)) if n > 1 else None
             if steps is not None:
                 mutated, outs, ds.rng_key = steps(arrays[:n_mut], arrays[n_mut:], batches, ds.rng_key)
             else:  # one by one, each call on the state the one before left
@@ -89,12 +92,12 @@ class StepWindow:
                     mutated, outs, ds.rng_key = program.executable(mutated, kept, batch, ds.rng_key)
                     each.append(outs)
             ds.update(program.mutated_tensors, mutated)
-        if steps is not None:
-            values.set(outs)
-            program.launched[n] += 1
-        else:
-            values.set_each(each)
-            program.launched[1] += n
+            if steps is not None:
+                values.set(outs)
+                program.launched[n] += 1
+            else:
+                values.set_each(each)
+                program.launched[1] += n
 
     def drop(self) -> None:
         """Forget the waiting calls (a run abandoned)."""

@@ -254,5 +254,6 @@ def test_every_flag_says_what_it_does_here():
         assert flag.doc or flag.differs or group._doc or group._differs, path
         if flag.effect == OWN:
             own.add(path[len("cstorch.backends."):])
-    assert own == {"csx.performance.prefetch_batches", "csx.performance.progress", "csx.cluster.shard_state"}
+    assert own == {"csx.performance.prefetch_batches", "csx.performance.progress", "csx.cluster.shard_state",
+                   "csx.performance.steps_per_launch"}
     assert own.isdisjoint(FLAGS)

@@ -58,7 +58,6 @@ REACHED: dict[str, tuple[str, str]] = {
     'aten.copysign.Tensor': ('copysign', 'forward'),
     'aten.cummax.default': ('cummax', 'forward'),
     'aten.cummin.default': ('cummin', 'forward'),
-    'aten.diagonal.default': ('diagonal', 'forward'),
     'aten.diagonal_scatter.default': ('diagonal_scatter', 'forward'),
     'aten.digamma.default': ('digamma', 'forward'),
     'aten.dist.default': ('dist', 'forward'),
@@ -158,7 +157,6 @@ REACHED: dict[str, tuple[str, str]] = {
     'aten.take.default': ('take', 'forward'),
     'aten.topk.default': ('topk', 'forward'),
     'aten.triangular_solve.default': ('triangular_solve', 'forward'),
-    'aten.unfold.default': ('unfold', 'forward'),
     'aten.view_as_complex_copy.default': ('stft', 'grad'),
     'aten.view_as_real_copy.default': ('stft', 'forward'),
 }

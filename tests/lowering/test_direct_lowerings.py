@@ -136,6 +136,8 @@ DIRECT += [
     Direct("detach_copy", aten.detach_copy.default, lambda: (torch.randn(3, 4),)),
     Direct("split_copy", aten.split_copy.Tensor, lambda: (torch.randn(5, 4), 2)),
     Direct("unbind_copy", aten.unbind_copy.int, lambda: (torch.randn(3, 4), 1)),
+    Direct("diagonal", aten.diagonal.default, lambda: (torch.randn(3, 4, 5), 1, 0, 2)),
+    Direct("unfold", aten.unfold.default, lambda: (torch.randn(3, 10), 1, 4, 3)),
     Direct("matrix_exp", aten.linalg_matrix_exp.default, lambda: (torch.randn(2, 3, 3) * 0.3,)),
     Direct("batch_norm_no_update", aten._batch_norm_no_update.default,
            lambda: (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5, 0.1, 1e-5)),
