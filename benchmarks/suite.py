@@ -1,4 +1,4 @@
-"""The benchmark suite: five workloads under six implementations, in one process.
+"""The benchmark suite: five workloads under seven implementations, in one process.
 
     python -m benchmarks                          # full sizes; writes benchmarks/RESULTS.md + results.png
     python -m benchmarks --quick                  # tiny sizes, few steps (CI smoke run)
@@ -26,8 +26,11 @@ the same initial weights and the same batches:
   every step;
 * ``cstorch pipelined`` and ``jax.jit pipelined``: the same steps with the loss read as a
   program that lets the device run ahead reads it: in a step closure (cstorch, as the
-  documentation's loop does) or at the end of the block (jax); a block is timed from its
-  start to its last loss on the host, and counted as its mean per step. Eager torch and
+  documentation's loop does; its calls launch ``steps_per_launch`` at a time) or at the end
+  of the block (jax); a block is timed from its start to its last loss on the host, and
+  counted as its mean per step;
+* ``jax.scan pipelined``: the hand-written step as one ``lax.scan`` of K steps over K
+  batches stacked on the host, K being cstorch's ``steps_per_launch``. Eager torch and
   torch.compile read the loss every step in both measurements.
 
 For each workload every implementation first runs its warm-up steps (the first ones

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import cerebras
 
-from ._torchvision_ops import declare_torchvision_ops
+from cstorch.trainer.torchvision_ops import declare_torchvision_ops
 
 _OURS = Path(__file__).resolve().parent
 
@@ -44,7 +44,8 @@ def real_modelzoo_dir() -> Path | None:
 def _load_real(folder: Path):
     """Execute the real package's `__init__` as `cerebras.modelzoo`, its submodules found in
     its own folder; the module object replaces this one in `sys.modules`. torchvision's
-    operators are declared first where its extension cannot load (`_torchvision_ops`)."""
+    operators are declared first where its extension cannot load
+    (`cstorch.trainer.torchvision_ops`)."""
     declare_torchvision_ops()
     spec = importlib.util.spec_from_file_location(__name__, folder / "__init__.py",
                                                   submodule_search_locations=[str(folder)])

@@ -12,7 +12,10 @@ it, as its own trainer resolves them:
   `cerebras.modelzoo.trainer.callbacks` / `.loggers`.
 
 The real package is imported only when one of these is asked for and it is installed;
-nothing here imports it otherwise.
+nothing here imports it otherwise. Every import of it here (`_import`) first declares
+torchvision's operators where torchvision's extension cannot load (`torchvision_ops`): the
+real package may come first on `sys.path`, so cstorch's `cerebras/modelzoo/__init__.py`
+does not always run.
 """
 from __future__ import annotations
 
@@ -21,14 +24,23 @@ import importlib.util
 import sys
 from typing import Optional
 
+from .torchvision_ops import declare_torchvision_ops
+
 _PACKAGE = "cerebras.modelzoo"
+
+
+def _import(name: str):
+    """`importlib.import_module(name)` of a module of the real Model Zoo, torchvision's
+    operators declared first (module docstring)."""
+    declare_torchvision_ops()
+    return importlib.import_module(name)
 
 
 def installed() -> bool:
     """Whether `cerebras.modelzoo` is the real Model Zoo (it has a `models` package and a
     registry), not cstorch's own layer."""
     try:
-        importlib.import_module(_PACKAGE)
+        _import(_PACKAGE)
     except ImportError:
         return False
     return importlib.util.find_spec(_PACKAGE + ".registry.registry") is not None \
@@ -36,7 +48,7 @@ def installed() -> bool:
 
 
 def _registry():
-    return importlib.import_module(_PACKAGE + ".registry").registry
+    return _import(_PACKAGE + ".registry").registry
 
 
 def model_class(name: str) -> Optional[type]:
@@ -54,14 +66,14 @@ def data_processor_class(name: str) -> Optional[type]:
         for path in registry.get_model(model).data_processor_paths:
             module_name, _, class_name = str(path).rpartition(".")
             if class_name == name:
-                return getattr(importlib.import_module(module_name), class_name)
+                return getattr(_import(module_name), class_name)
     return None
 
 
 def trainer_class(kind: str, name: str) -> Optional[type]:
     """The class `name` of the real trainer's callbacks (kind "callback") or loggers
     (kind "logger") package, or None."""
-    module = importlib.import_module(_PACKAGE + (".trainer.callbacks" if kind == "callback" else ".trainer.loggers"))
+    module = _import(_PACKAGE + (".trainer.callbacks" if kind == "callback" else ".trainer.loggers"))
     obj = getattr(module, name, None)
     return obj if isinstance(obj, type) else None
 

@@ -1,4 +1,4 @@
-"""torchvision beside the CPU torch (`cerebras.modelzoo._torchvision_ops`): the torchvision
+"""torchvision beside the CPU torch (`cstorch.trainer.torchvision_ops`): the torchvision
 that `requirements-modelzoo.txt` installs imports once cstorch has declared its operators,
 as the real Model Zoo's import needs, with nothing added to PYTHONPATH but the guide's."""
 import os
@@ -21,7 +21,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 def test_torchvision_imports_after_the_declaration_and_its_operators_are_known():
     declared = _python(
-        "from cerebras.modelzoo._torchvision_ops import declare_torchvision_ops\n"
+        "from cstorch.trainer.torchvision_ops import declare_torchvision_ops\n"
         "declare_torchvision_ops(); declare_torchvision_ops()\n"  # a second call is a no-op
         "import torch, torchvision.transforms\n"
         "print(torch.ops.torchvision.nms.default._schema)\n")

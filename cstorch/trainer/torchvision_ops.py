@@ -7,8 +7,9 @@ torch its extension library (`torchvision/_C*.so`) cannot load, and torchvision'
 then fails registering fake kernels for operators that were never declared ("operator
 torchvision::nms does not exist"), so every Model Zoo model fails at import.
 
-`declare_torchvision_ops()` runs before the real Model Zoo is loaded
-(`cerebras.modelzoo`): where the extension loads it does nothing (torchvision declares its
+`declare_torchvision_ops()` runs before cstorch imports anything of the real Model Zoo
+(`real_modelzoo`: the Trainer and `cszoo` resolve a YAML's names through it; and
+`cerebras/modelzoo/__init__.py` when it loads the real package): where the extension loads it does nothing (torchvision declares its
 own operators); elsewhere it declares the operators' schemas, without kernels, so the
 pure-Python part of torchvision imports, and calling one of the operators raises torch's
 usual "no kernel" error. The Model Zoo's language models never call them."""
