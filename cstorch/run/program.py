@@ -29,7 +29,7 @@ from .host_edits import StateWatch
 _Tensor = torch.Tensor
 
 #: the most counts of calls per launch one program compiles (`StepProgram.steps`): the
-#: window's and two for windows cut short; other counts launch their calls one by one
+#: full window's and two for windows cut short; other counts launch their calls one by one
 MAX_LAUNCH_SIZES = 3
 
 
@@ -76,13 +76,13 @@ class StepProgram:
         """Whether several calls can launch as one executable (`steps`): on one device."""
         return self.executable.placement.state_sharding() is None
 
-    def steps(self, k: int, full: bool) -> Optional[StepsExecutable]:
+    def steps(self, k: int) -> Optional[StepsExecutable]:
         """The executable of `k` calls launched together, or None: launch them one by one.
-        A run's full window (`full`) is compiled at once; another count (a window cut
-        short by a read, a checkpoint, the last step) when it comes a second time. At most
-        MAX_LAUNCH_SIZES counts are compiled per program, each once."""
+        A count is compiled (once) when it comes a second time, so a short run, or a count
+        that comes once (a window cut short by a read, a checkpoint, the last step), costs
+        no compile; at most MAX_LAUNCH_SIZES counts are compiled per program."""
         found = self._steps.get(k)
-        if found is None and len(self._steps) < MAX_LAUNCH_SIZES and (full or self._asked[k]):
+        if found is None and len(self._steps) < MAX_LAUNCH_SIZES and self._asked[k]:
             found = self._steps[k] = StepsExecutable(self.executable, k)
         self._asked[k] += 1
         return found

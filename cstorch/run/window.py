@@ -83,7 +83,7 @@ class StepWindow:
             ds = run.device_state
             arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
             n_mut, n = program.n_mutated, len(batches)
-            steps = program.steps(n, full=n == run.launch_size(program)) if n > 1 else None
+            steps = program.steps(n) if n > 1 else None
             if steps is not None:
                 mutated, outs, ds.rng_key = steps(arrays[:n_mut], arrays[n_mut:], batches, ds.rng_key)
             else:  # one by one, each call on the state the one before left
