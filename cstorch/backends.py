@@ -448,8 +448,8 @@ csx = FlagGroup("cstorch.backends.csx", groups={
             doc="How many calls of a compiled CSX step launch together as one executable (a `lax.scan` of the "
                 "step over their batches, compiled once per count, when it comes a second time): the run "
                 "collects the calls and launches them when that many wait, at a checkpoint step, at the last "
-                "step, and whenever the host needs a value or the state first (a read of an output, a host edit, a checkpoint closure, the end of the "
-                "run). Every step computes what it computes launched alone, bit for bit; step closures receive "
+                "step, and whenever the host needs a value or the state first (a read of an output, a host "
+                "edit, a checkpoint closure, the end of the run). Every step computes what it computes launched alone, bit for bit; step closures receive "
                 "their values once their launch has run. 1 launches every call at once. Read when a "
                 "`DataExecutor` run starts (`DataExecutor(steps_per_launch=...)` sets it for one run); on a "
                 "multi-device mesh every step launches alone."),
