@@ -48,7 +48,8 @@ def _train(steps_per_launch, *, steps=11, dropout=0.0, read_every=0, edit_at=Non
     model = MNISTNet(dropout)
     compiled = cstorch.compile(model, b)
     opt = cstorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    sched = cstorch.optim.lr_scheduler.StepLR(opt, initial_learning_rate=0.05, step_size=3, gamma=0.5) if scheduler else None
+    sched = (cstorch.optim.lr_scheduler.StepLR(opt, initial_learning_rate=0.05, step_size=3, gamma=0.5)
+             if scheduler else None)
     closure_losses, read_losses, checkpoints = [], [], []
 
     @cstorch.step_closure
