@@ -450,7 +450,8 @@ csx = FlagGroup("cstorch.backends.csx", groups={
                 "collects the calls and launches them when that many wait, at a checkpoint step, at the last "
                 "step, and whenever the host needs a value or the state first (a read of an output, a host "
                 "edit, a checkpoint closure, the end of the run). Every step computes what it computes launched "
-                "alone, bit for bit; step closures receive their values once their launch has run. 1 launches every call at once. Read when a "
+                "alone, bit for bit; step closures receive their values once their launch has run. 1 launches "
+                "every call at once. Read when a "
                 "`DataExecutor` run starts (`DataExecutor(steps_per_launch=...)` sets it for one run); on a "
                 "multi-device mesh every step launches alone."),
         "progress": _Flag(

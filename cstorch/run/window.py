@@ -6,7 +6,8 @@ each call of a compiled step (its batch arrays) to the window and hands back the
 outputs at once, as `WindowTensor`s; the window launches its calls as one executable (K
 steps: a `lax.scan` of the step, `cstorch_jax.StepsExecutable`, compiled once per K, when
 K comes a second time; one step, or a count not compiled: the step's own executable, call
-by call) when the run says so (`Run.dispatch`: the window is full, or the executor reached a step after which the host needs the state), and whenever the
+by call) when the run says so (`Run.dispatch`: the window is full, or the executor
+reached a step after which the host needs the state), and whenever the
 host needs something the window would compute: a read of an output (`float(loss)`,
 `.item()`, a step closure's values), the state (the host guard, a checkpoint, the end of
 the run), an edit of the state, a call of another compiled step.
