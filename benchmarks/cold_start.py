@@ -175,6 +175,8 @@ def main(argv=None) -> int:
     p.add_argument("--layers", default="2,8,16,32", help="comma-separated depths")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
     p.add_argument("--out", type=Path, default=None, help="also write the table to this markdown file")
+    p.add_argument("--record", action="store_true",
+                   help="also record the table as the cold-start section of benchmarks/RESULTS.md")
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one case, in this process (internal)
     p.add_argument("--n-layers", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -198,10 +200,17 @@ def main(argv=None) -> int:
     lines = table(results, layers, impls)
     print("\n" + "\n".join(lines))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
+    header = [f"GPT d {CONFIG['d_model']}, {CONFIG['n_heads']} heads, seq {CONFIG['seq']}, vocab {CONFIG['vocab']}, "
+              f"batch {BATCH}, AdamW; seconds to the first loss on the host, one fresh process per case, "
+              f"compile caches off; {time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, load average "
+              f"{load:.1f} before and {os.getloadavg()[0]:.1f} after.", ""]
     if args.out is not None:
-        args.out.write_text("\n".join(["# Cold start (seconds to the first loss)", "",
-                                       f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after", "",
-                                       *lines]) + "\n")
+        args.out.write_text("\n".join(["# Cold start (seconds to the first loss)", "", *header, *lines]) + "\n")
+    if args.record:
+        from .sections import replace_section
+
+        replace_section(Path(__file__).resolve().parent / "RESULTS.md", "cold-start",
+                        "\n".join(["## Cold start (`python -m benchmarks.cold_start`)", "", *header, *lines]))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The step-overhead, sharding and start-up benchmarks run (tiny sizes) and report what they
+"""The step-overhead, sharding, start-up and cold-start benchmarks run (tiny sizes) and report what they
 measure; no timing asserts."""
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,3 +95,21 @@ def test_device_check_dry_run_writes_its_section(tmp_path):
         assert row and row.group(1).count(" ms (") == 3, text  # eager, torch.compile, cstorch
     assert re.search(r"^\| cstorch \| [\d.]+ ms \|", text, re.M) and re.search(r"^\| eager \| [\d.]+ ms \|", text, re.M)
     assert re.search(r"with CSX on the device: \d+ passed", text), text
+
+
+def test_cold_start_cases_compute_the_same_first_loss_and_the_table_gives_the_ratios():
+    """benchmarks.cold_start: cstorch's first step and the hand-written jax ones (unrolled and
+    lax.scan over stacked blocks) reach the same loss, from the same weights and batch; the
+    table says each phase and the ratios. No time is asserted."""
+    from benchmarks import cold_start
+
+    results = {(impl, 2): cold_start._in_fresh_process(impl, 2, "") for impl in ("cstorch", "jax.jit", "jax.scan")}
+    for r in results.values():
+        assert "error" not in r, r
+    want = results[("jax.jit", 2)]["loss"]
+    assert results[("cstorch", 2)]["loss"] == pytest.approx(want, rel=1e-5)
+    assert results[("jax.scan", 2)]["loss"] == pytest.approx(want, rel=1e-5)
+    assert set(results[("cstorch", 2)]["phases"]) == {"capture", "lowering", "compile", "run"}
+    lines = cold_start.table(results, [2], ["cstorch", "jax.jit", "jax.scan"])
+    ratio = results[("cstorch", 2)]["first_step"] / results[("jax.jit", 2)]["first_step"]
+    assert lines[2].startswith("| 2 | ") and lines[2].endswith(f"| {ratio:.2f}x |")
