@@ -38,6 +38,21 @@ def _batches(n, seed=1):
     return [(torch.randn(8, 32, generator=g), torch.randint(0, 10, (8,), generator=g)) for _ in range(n)]
 
 
+def _traced_step(compiled, opt, sched=None):
+    """A cross-entropy training step of `compiled` with `opt` (and `sched`), traced."""
+    @cstorch.trace
+    def step(x, y):
+        loss = nn.functional.cross_entropy(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if sched is not None:
+            sched.step()
+        return loss
+
+    return step
+
+
 def _train(steps_per_launch, *, steps=11, dropout=0.0, read_every=0, edit_at=None, checkpoint_steps=None,
            model_dir=None, scheduler=False):
     """Train MNISTNet for `steps` on CSX; every step's loss (from a step closure, in call
@@ -60,15 +75,7 @@ def _train(steps_per_launch, *, steps=11, dropout=0.0, read_every=0, edit_at=Non
     def save(step):
         checkpoints.append((step, {k: v.clone() for k, v in model.state_dict().items()}))
 
-    @cstorch.trace
-    def step(x, y):
-        loss = nn.functional.cross_entropy(compiled(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        if sched is not None:
-            sched.step()
-        return loss
+    step = _traced_step(compiled, opt, sched)
 
     data = _batches(steps)
     executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=steps,
@@ -196,14 +203,7 @@ def test_a_loader_slower_than_the_step_launches_each_call_at_once():
     compiled = cstorch.compile(model, b)
     opt = cstorch.optim.SGD(model.parameters(), lr=0.05)
 
-    @cstorch.trace
-    def step(x, y):
-        loss = nn.functional.cross_entropy(compiled(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
+    step = _traced_step(compiled, opt)
     data = _batches(6)
     loader = cstorch.utils.data.DataLoader(lambda: SlowLoader(data, 0.03))
     for x, y in cstorch.utils.data.DataExecutor(loader, num_steps=6, steps_per_launch=4):

@@ -70,11 +70,8 @@ class StepProgram:
         self._asked: Counter = Counter()  # launches of each count of calls asked for
         #: how many launches ran each number of calls of this program (the report shows it)
         self.launched: Counter = Counter()
-
-    @property
-    def launches_many(self) -> bool:
-        """Whether several calls can launch as one executable (`steps`): on one device."""
-        return self.executable.placement.state_sharding() is None
+        #: whether several calls can launch as one executable (`steps`): on one device
+        self.launches_many = executable.placement.state_sharding() is None
 
     def steps(self, k: int) -> Optional[StepsExecutable]:
         """The executable of `k` calls launched together, or None: launch them one by one.
