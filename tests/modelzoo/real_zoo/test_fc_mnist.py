@@ -22,11 +22,6 @@ CONFIGS = zoo.MODELS / "vision" / "fc_mnist" / "configs"
 STEPS = 4
 
 
-def _eval_loss(log: str) -> float:
-    (line,) = [ln for ln in log.splitlines() if "eval/loss=" in ln][-1:]
-    return float(line.split("eval/loss=")[1].split(",")[0])
-
-
 def _run_both(tmp_path, params):
     out = {}
     for device in ("CSX", "CPU"):
@@ -63,5 +58,5 @@ def test_cszoov2_yaml_fit_then_validate_the_checkpoint(tmp_path):
     for device in ("CSX", "CPU"):
         done = zoo.cszoo("validate", params, "--target_device", device, "--model_dir", tmp_path / f"val_{device}",
                          "--checkpoint_path", tmp_path / "CSX" / f"checkpoint_{STEPS}.mdl", cwd=tmp_path)
-        losses[device] = _eval_loss(done.stdout + done.stderr)
+        losses[device] = zoo.eval_loss(done)
     assert abs(losses["CSX"] - losses["CPU"]) <= 1e-5 * abs(losses["CPU"])

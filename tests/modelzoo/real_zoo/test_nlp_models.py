@@ -22,6 +22,8 @@ bfloat16 on both: agreement to 2^-7. The cbfloat16 YAMLs (float16 on CSX) are co
 through each tensor's update (`update_rtol`), except T5's, run in float32 (see its test)."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from . import synthetic, zoo
@@ -42,6 +44,9 @@ BERT_LR = 1.767766952966369e-4
 T5_LR = 3870 ** -0.5
 #: T5's encoder and decoder sequence lengths
 T5_SRC, T5_TGT = 32, 8
+#: ComputeNorm's gradient norm, float16 (CSX) against bfloat16 (CPU), relative: bfloat16's 2^-8
+#: (measured: 4.4e-4 at most over six steps; the loss scale it divides out is 2^15)
+GRAD_NORM_RTOL = 2 ** -8
 
 
 def _gpt_data(tmp_path):
@@ -103,11 +108,25 @@ def test_llama2_7b_in_cbfloat16(tmp_path):
     to opposite signs, which Adam turns into opposite full-size steps of that one weight, so
     the weights are compared tensor by tensor through their training update, in norm: within
     5 % (measured: 1.4 % at most, the word embeddings, whose rows for rare tokens get the
-    smallest gradients)."""
+    smallest gradients).
+
+    The Model Zoo's `ComputeNorm` callback is added (the YAML has no callbacks) and every step
+    logged: the gradient norms it logs on CSX, computed in `on_before_optimizer_step` after the
+    loss scale (2^15 at first) is divided out, equal the CPU backend's, which has no loss
+    scaling, within GRAD_NORM_RTOL on every step whose gradients are finite (a step the scaler
+    skips has infinite ones; it must not be all of them)."""
     train, val = _gpt_data(tmp_path)
     changes = _llama_changes(train, val, "trainer.init.schedulers.0.SequentialLR.schedulers.0.LinearLR.total_iters")
-    params = zoo.shrink(NLP / "llama" / "configs" / "params_llama2_7b.yaml", tmp_path / "params.yaml", changes)
-    zoo.fit_on_both_backends(tmp_path, params, STEPS, atol=0.2 * 3e-4, loss_rtol=2 ** -7, update_rtol=0.05)
+    changes["trainer.init.logging.log_steps"] = 1
+    params = zoo.shrink(NLP / "llama" / "configs" / "params_llama2_7b.yaml", tmp_path / "params.yaml", changes,
+                        add={"trainer.init.callbacks": [{"ComputeNorm": {}}]})
+    runs = zoo.fit_on_both_backends(tmp_path, params, STEPS, atol=0.2 * 3e-4, loss_rtol=2 ** -7, update_rtol=0.05)
+    csx, cpu = (runs["metrics"][device]["model_wise_grad_norm"] for device in ("CSX", "CPU"))
+    assert sorted(csx) == sorted(cpu) == list(range(1, STEPS + 1))
+    finite = [step for step in csx if math.isfinite(csx[step])]
+    assert finite, f"every CSX step skipped: {csx}"
+    for step in finite:
+        assert csx[step] == pytest.approx(cpu[step], rel=GRAD_NORM_RTOL), (step, csx, cpu)
 
 
 def _loaders(data_key: str, train: str, val: str, **changes) -> dict:

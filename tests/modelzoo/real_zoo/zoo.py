@@ -9,6 +9,7 @@ the snapshot's `src/`."""
 from __future__ import annotations
 
 import copy
+import csv
 import os
 import subprocess
 import sys
@@ -159,13 +160,15 @@ def fit_on_both_backends(tmp_path: Path, params: Path, steps: int, atol: float, 
     than that (atol absolute per weight); with `update_rtol`, each tensor's update is compared
     in norm instead (`assert_same_updates`, with `atol` per weight as the floor of the
     norm: for backends computing in different 16-bit formats, where single near-zero
-    gradient entries may round to opposite signs). Then `cszoo validate --checkpoint_path` of the CSX
-    checkpoint on both backends: the same eval loss (within loss_rtol). Returns the
-    checkpoints by backend."""
+    gradient entries may round to opposite signs). The CSX fit validates its last checkpoint in
+    the same process (its validation after the last step, as `cszoo fit` does); `cszoo validate
+    --checkpoint_path` of that checkpoint on the CPU backend must give the same eval loss
+    (within loss_rtol). Returns the checkpoints and each fit's logged metrics
+    (`logged_metrics`) by backend."""
     cpu_dir, csx_dir = tmp_path / "model_cpu", tmp_path / "model_csx"
     cszoo("fit", params, "--target_device", "CPU", "--model_dir", cpu_dir, cwd=tmp_path)
-    cszoo("fit", params, "--target_device", "CSX", "--model_dir", csx_dir,
-          "--checkpoint_path", cpu_dir / "checkpoint_0.mdl", cwd=tmp_path)
+    csx_fit = cszoo("fit", params, "--target_device", "CSX", "--model_dir", csx_dir,
+                    "--checkpoint_path", cpu_dir / "checkpoint_0.mdl", cwd=tmp_path)
     initial, cpu, csx = checkpoint(cpu_dir, 0), checkpoint(cpu_dir, steps), checkpoint(csx_dir, steps)
     if update_rtol is None:
         assert_same_parameters(csx, cpu, rtol=0.0, atol=atol)
@@ -173,10 +176,21 @@ def fit_on_both_backends(tmp_path: Path, params: Path, steps: int, atol: float, 
         assert_same_updates(csx, cpu, initial, rtol=update_rtol, atol=atol)
     moved = max(float((cpu[k].double() - initial[k].double()).abs().max()) for k in cpu)
     assert moved > 10 * atol, f"training moved the parameters by {moved} only: the comparison would say nothing"
-    losses = {}
-    for device in ("CSX", "CPU"):
-        done = cszoo("validate", params, "--target_device", device, "--model_dir", tmp_path / f"validate_{device}",
-                     "--checkpoint_path", csx_dir / f"checkpoint_{steps}.mdl", cwd=tmp_path)
-        losses[device] = eval_loss(done)
+    losses = {"CSX": eval_loss(csx_fit),
+              "CPU": eval_loss(cszoo("validate", params, "--target_device", "CPU", "--model_dir",
+                                     tmp_path / "validate_CPU", "--checkpoint_path",
+                                     csx_dir / f"checkpoint_{steps}.mdl", cwd=tmp_path))}
     assert abs(losses["CSX"] - losses["CPU"]) <= loss_rtol * abs(losses["CPU"]), losses
-    return {"CPU": cpu, "CSX": csx}
+    return {"CPU": cpu, "CSX": csx,
+            "metrics": {"CPU": logged_metrics(cpu_dir), "CSX": logged_metrics(csx_dir)}}
+
+
+def logged_metrics(model_dir: Path) -> dict[str, dict[int, float]]:
+    """{metric name: {step: value}} of the run in `model_dir` (its `metrics.csv`; the model
+    dir must hold one run)."""
+    (path,) = Path(model_dir).glob("*/metrics.csv")
+    out: dict[str, dict[int, float]] = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            out.setdefault(row["name"], {})[int(row["step"])] = float(row["value"])
+    return out
