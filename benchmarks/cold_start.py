@@ -50,19 +50,14 @@ def _model_and_batch(n_layers: int):
 def _cstorch(n_layers: int) -> dict:
     import cstorch
 
+    from .steps import cstorch_train_step
+
     model, batch = _model_and_batch(n_layers)
     backend = cstorch.backend("CSX")
     cstorch.backends.csx.performance.progress = False
     compiled = cstorch.compile(model, backend)
     opt = cstorch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-
-    @cstorch.trace
-    def step(idx, targets):
-        loss = compiled(idx, targets)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
+    step = cstorch_train_step(compiled, opt, lambda model, idx, targets: model(idx, targets))
 
     loader = cstorch.utils.data.DataLoader(lambda: [batch])
     t0 = time.perf_counter()

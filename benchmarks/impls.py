@@ -22,6 +22,7 @@ import torch
 import cstorch
 from cstorch_jax.xla_options import compiler_options
 
+from .steps import cstorch_train_step
 from .workloads import Workload
 
 def error_text(e: BaseException) -> str:
@@ -143,17 +144,7 @@ class CstorchCSX(Impl):
     def setup(self, total_steps):
         compiled = cstorch.compile(self.model, self.backend)
         optimizer = self.wl.optimizer.cstorch(self.model.parameters())
-        loss_fn = self.wl.torch_loss
-
-        @cstorch.trace
-        def train_step(*batch):
-            loss = loss_fn(compiled, *batch)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            return loss
-
-        self.train_step = train_step
+        self.train_step = cstorch_train_step(compiled, optimizer, self.wl.torch_loss)
 
     def begin(self, n):
         """Each block is a run of its own (a `DataExecutor` of `n` steps on the batches that

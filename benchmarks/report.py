@@ -20,11 +20,10 @@ import cstorch
 from cstorch_jax.xla_options import compiler_options
 
 from .sections import kept_sections
-from .workloads import N_BATCHES
+from .workloads import N_BATCHES, WorkloadResult
 
 if TYPE_CHECKING:
     from .impls import Impl
-    from .suite import WorkloadResult
 
 IMPLS = ("eager", "torch.compile", "cstorch", "jax.jit", "cstorch pipelined", "jax.jit pipelined",
          "jax.scan pipelined")

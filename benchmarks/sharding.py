@@ -64,6 +64,7 @@ from cstorch._backend import _reset_backend  # noqa: E402
 from .models import GPT  # noqa: E402
 from .report import machine, versions  # noqa: E402
 from .sections import replace_section  # noqa: E402
+from .steps import cstorch_train_step  # noqa: E402
 from .workloads import gpt_workload  # noqa: E402
 
 MODES = {"replicated": False, "sharded": True}
@@ -101,17 +102,7 @@ def _backend(n: int, shard: bool):
 
 def _step(wl, model, backend):
     compiled = cstorch.compile(model, backend)
-    optimizer = wl.optimizer.cstorch(model.parameters())
-
-    @cstorch.trace
-    def train_step(*batch):
-        loss = wl.torch_loss(compiled, *batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return loss
-
-    return train_step
+    return cstorch_train_step(compiled, wl.optimizer.cstorch(model.parameters()), wl.torch_loss)
 
 
 def measure(wl, n: int, mode: str, warmup: int, steps: int) -> Row:

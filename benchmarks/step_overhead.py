@@ -51,6 +51,7 @@ from .jax_models import gpt_loss, mlp_loss
 from .models import GPT, MLP
 from .report import machine
 from .sections import replace_section
+from .steps import cstorch_train_step
 
 
 # --------------------------------------------------------------------------------------
@@ -181,14 +182,7 @@ def run_case(case: Case, backend, warmup: int, rounds: int, steps_per_round: int
     # ---- cstorch ----
     compiled = cstorch.compile(model, backend)
     optimizer = case.make_optimizer(model.parameters())
-
-    @cstorch.trace
-    def cs_step(*batch):
-        loss = case.torch_loss(compiled, *batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return loss
+    cs_step = cstorch_train_step(compiled, optimizer, case.torch_loss)
 
     # ---- jax ----
     def jax_step(params, opt_state, batch, lr, wd):

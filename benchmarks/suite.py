@@ -53,7 +53,6 @@ import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import jax
@@ -67,7 +66,7 @@ from .impls import (CstorchCSX, CstorchPipelined, EagerTorch, JaxJit, JaxJitPipe
                     TorchCompile, error_text, run_steps)
 from .report import IMPLS, machine, print_table, versions, write_markdown, write_plot
 from .warm_start import cold_and_warm
-from .workloads import BUILDERS, Workload
+from .workloads import BUILDERS, Workload, WorkloadResult
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "RESULTS.md"
@@ -127,27 +126,6 @@ class CpuMonitor:
 # --------------------------------------------------------------------------------------
 # One workload.
 # --------------------------------------------------------------------------------------
-@dataclass
-class WorkloadResult:
-    wl: Workload
-    impls: list
-    warmup: int
-    rounds: int
-    steps_per_round: int
-    foreign_cores: float | None = None
-    loss_check: dict = field(default_factory=dict)  # impl key -> max relative diff vs eager
-    param_check: dict = field(default_factory=dict)  # impl key -> max per-tensor relative norm diff vs eager
-    loss_ok: bool = True  # losses and parameters agree with eager's
-    warm_start: dict | None = None  # benchmarks.warm_start.cold_and_warm
-
-    def impl(self, key):
-        return next((i for i in self.impls if i.key == key), None)
-
-    @property
-    def total_steps(self):
-        return self.warmup + self.rounds * self.steps_per_round
-
-
 IMPL_CLASSES = {"eager": EagerTorch, "torch.compile": TorchCompile, "jax.jit": JaxJit,
                 "jax.jit pipelined": JaxJitPipelined, "jax.scan pipelined": JaxScanPipelined}
 

@@ -31,6 +31,7 @@ def main(argv=None) -> int:
 
     import cstorch
 
+    from .steps import cstorch_train_step
     from .workloads import BUILDERS
 
     wl = BUILDERS[args.workload](args.quick)
@@ -39,15 +40,7 @@ def main(argv=None) -> int:
     backend = cstorch.backend("CSX")
     cstorch.backends.csx.performance.progress = False
     compiled = cstorch.compile(model, backend)
-    optimizer = wl.optimizer.cstorch(model.parameters())
-
-    @cstorch.trace
-    def train_step(*batch):
-        loss = wl.torch_loss(compiled, *batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return loss
+    train_step = cstorch_train_step(compiled, wl.optimizer.cstorch(model.parameters()), wl.torch_loss)
 
     loader = cstorch.utils.data.DataLoader(lambda: wl.batches[:1])
     for batch in cstorch.utils.data.DataExecutor(loader, num_steps=1):

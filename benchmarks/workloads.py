@@ -112,6 +112,31 @@ class Workload:
     batches: list = field(default_factory=list)  # tuples of torch tensors
 
 
+
+@dataclass
+class WorkloadResult:
+    """One workload's run in the suite: its implementations (`benchmarks.impls.Impl`, each
+    with its step times, losses and compile seconds) and the checks against eager."""
+
+    wl: Workload
+    impls: list
+    warmup: int
+    rounds: int
+    steps_per_round: int
+    foreign_cores: float | None = None
+    loss_check: dict = field(default_factory=dict)  # impl key -> max relative diff vs eager
+    param_check: dict = field(default_factory=dict)  # impl key -> max per-tensor relative norm diff vs eager
+    loss_ok: bool = True  # losses and parameters agree with eager's
+    warm_start: dict | None = None  # benchmarks.warm_start.cold_and_warm
+
+    def impl(self, key):
+        return next((i for i in self.impls if i.key == key), None)
+
+    @property
+    def total_steps(self):
+        return self.warmup + self.rounds * self.steps_per_round
+
+
 # FLOPs: one multiply-add = 2 FLOPs. Only the matmuls and convolutions are counted
 # (elementwise ops, softmax, layer norm and the optimizer are ignored), and a training
 # step is taken as 3x the forward: the backward pass costs two products of the forward's

@@ -18,7 +18,7 @@ from . import backends
 from .distributed.cluster_config import ClusterConfig
 from .distributed.processes import join_from_environment
 from .run import Run
-from .stateful import StateRegistry
+from .state import StateRegistry
 
 
 class BackendType(enum.Enum):
@@ -54,7 +54,7 @@ class BackendType(enum.Enum):
 
 class Backend:
     """The active backend: device, the run's stateful objects (`registry`, see
-    `cstorch.stateful`) and the run machinery.
+    `cstorch.state.registry`) and the run machinery.
 
     Args:
         backend_type: the type of the backend.

@@ -23,7 +23,7 @@ from cstorch_jax.capture import trace_step
 from . import _backend, amp
 from .optim import if_finite
 from .run import StepProgram
-from .run.closures import ClosureRecorder
+from .run.pending_closures import ClosureRecorder
 from .state import StepState
 
 

@@ -352,7 +352,7 @@ def test_the_architecture_walks_the_step_path_the_code_takes():
     import inspect
 
     from cstorch.run import host_edits, interrupts, program, run, window
-    from cstorch.run.closures import ClosureRecorder
+    from cstorch.run.pending_closures import ClosureRecorder
     from cstorch_jax.runtime import DeviceState
 
     classes = {"Run": run.Run, "StepProgram": program.StepProgram, "StateWatch": host_edits.StateWatch,

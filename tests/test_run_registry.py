@@ -1,5 +1,5 @@
 """One run owns its state: stateful objects register with the run's registry
-(`cstorch.stateful`), whether they are made before or after `cstorch.backend(...)`, and
+(`cstorch.state.registry`), whether they are made before or after `cstorch.backend(...)`, and
 a backend reset forgets them all."""
 import pytest
 import torch

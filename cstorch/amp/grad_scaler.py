@@ -21,7 +21,7 @@ so the scale halves at once on an overflow (tolerance 0) and doubles after
 `steps_per_increase` clean steps (the real system's code compares with `>` and doubles
 one step later). Unlike the real system, which scales only
 on CSX, the same arithmetic runs on every backend (the CPU backend stays a reference
-for CSX numerics). A scaler registers with the run (`cstorch.stateful`) when it is
+for CSX numerics). A scaler registers with the run (`cstorch.state.registry`) when it is
 created; it scales the gradients of the run's optimizers.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ import torch
 from .. import _backend
 from ..optim.optimizer import live_optimizers
 from ..state import copy_into
-from ..stateful import swap_attributes
+from ..state import swap_attributes
 from ..optim import if_finite
 
 
@@ -114,7 +114,7 @@ class GradScaler:
         self._opt_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         _backend.run_registry().register(self)
 
-    # -- the run's protocol (cstorch.stateful.Stateful) ------------------------------------
+    # -- the run's protocol (cstorch.state.Stateful) ------------------------------------
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """The scaler's tensor state by attribute name (empty for static scaling)."""
         return {k: getattr(self, k) for k in _TENSOR_STATE if isinstance(getattr(self, k, None), torch.Tensor)}

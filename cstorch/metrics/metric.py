@@ -7,7 +7,7 @@ its buffers are state of the executable (like parameters and optimizer state), l
 the device during a run and are copied back into the torch tensors at its end.
 `compute()` derives the value from the buffers; `float(metric)` reads it.
 
-Instances register with the run (`cstorch.stateful`) when they are created, by name:
+Instances register with the run (`cstorch.state.registry`) when they are created, by name:
 `Metric.registry[name]` is the run's table (a dict of lists holding strong references,
 as on the real system; a backend reset starts a new one); `get_all_metrics()` walks
 it, and the metrics in it are state of the run's compiled steps.
@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 import torch
 
 from .. import _backend
-from ..stateful import swap_attributes
+from ..state import swap_attributes
 
 
 class _Empty:
@@ -150,7 +150,7 @@ class Metric(torch.nn.Module, ABC):
         out["_update_count"] = self._update_count
         return out
 
-    # -- the run's protocol (cstorch.stateful.Stateful) -----------------------------------
+    # -- the run's protocol (cstorch.state.Stateful) -----------------------------------
     def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:
         for attr, t in self.state_tensors().items():
             yield f"{self.name}.{attr.lstrip('_')}", t

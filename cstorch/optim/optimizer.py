@@ -16,7 +16,7 @@ scheduler set it, so state dicts keep torch.optim's layout); a number is held by
 tensor of the optimizer's, rewritten when the group's value changes
 (`Optimizer.hyperparameter`).
 
-An optimizer registers with the run (`cstorch.stateful`) when it is created.
+An optimizer registers with the run (`cstorch.state.registry`) when it is created.
 """
 import abc
 import contextlib
@@ -126,7 +126,7 @@ class Optimizer(torch.optim.Optimizer, abc.ABC):
         self.param_groups[group_index][key] = t
         return t
 
-    # -- the run's protocol (cstorch.stateful.Stateful) --------------------------------
+    # -- the run's protocol (cstorch.state.Stateful) --------------------------------
     def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The parameters, the tensor hyper-parameters and the optimizer state."""
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}

@@ -166,7 +166,7 @@ class Scheduler(abc.ABC):
             group.
 
     Subclasses define `_value(t)`, the closed form at the int64 0-d step tensor `t`.
-    A scheduler registers with the run (`cstorch.stateful`) when it is created.
+    A scheduler registers with the run (`cstorch.state.registry`) when it is created.
     """
 
     state_kind: ClassVar[str] = "scheduler"
@@ -416,7 +416,7 @@ class Scheduler(abc.ABC):
             copy_into(self.last_epoch, last_epoch, "scheduler last_epoch")
         self._write_groups()
 
-    # -- the run's protocol (cstorch.stateful.Stateful) --------------------------------
+    # -- the run's protocol (cstorch.state.Stateful) --------------------------------
     def step_state(self) -> Iterator[tuple[str, torch.Tensor]]:
         yield "last_epoch", self.last_epoch
 

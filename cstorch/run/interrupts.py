@@ -26,7 +26,7 @@ do harm:
 - A handler the user installed for either signal is left alone, and outside the main
   thread (where Python cannot install handlers) nothing changes.
 
-A checkpoint written during the run (`cstorch.save`, `cstorch/storage/interrupts.py`)
+A checkpoint written during the run (`cstorch.save`, `cstorch/storage/safe_signals.py`)
 defers both signals to its safe points and then calls these handlers: Ctrl-C abandons the
 save, SIGTERM lets it complete and the run exits after the step.
 """

@@ -23,7 +23,7 @@ from cstorch_jax import Executable, StaticGraphError, StepsExecutable, TensorSpe
 from cstorch_jax.call_signature import TENSOR, CallSignature, OutputLayout
 
 from ..state import StepState
-from .closures import ClosureRecorder
+from .pending_closures import ClosureRecorder
 from .host_edits import StateWatch
 
 _Tensor = torch.Tensor

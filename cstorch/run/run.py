@@ -43,7 +43,7 @@ import torch.utils._pytree as pytree
 
 from cstorch_jax import DeviceState, materialize
 
-from .closures import ClosureRecorder, PendingClosure, snapshot
+from .pending_closures import ClosureRecorder, PendingClosure, snapshot
 from .host_edits import SyncOnTouch
 from .interrupts import RunInterrupts
 from .program import StepProgram

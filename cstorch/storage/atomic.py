@@ -26,7 +26,7 @@ import uuid
 import zlib
 from typing import Callable
 
-from .interrupts import signals_at_safe_points
+from .safe_signals import signals_at_safe_points
 
 log = logging.getLogger("cstorch.storage")
 

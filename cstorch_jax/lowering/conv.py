@@ -9,7 +9,7 @@ import torch
 
 from ..errors import UnsupportedOpError
 from .dtype_policy import FLOAT32, HALF, accumulates, accumulator
-from .linalg import HIGHEST
+from .products import HIGHEST
 from .registry import register
 
 aten = torch.ops.aten

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .dtype_policy import FLOAT32, accumulates
-from .linalg import matmul
+from .products import matmul
 from .linear_algebra import _mT
 from .registry import register
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import torch
 
 from .. import native
-from .linalg import HIGHEST
+from .products import HIGHEST
 from .registry import register
 
 

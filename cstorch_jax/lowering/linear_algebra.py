@@ -26,7 +26,7 @@ from jax import lax
 from ..compat import aten_overloads
 from ..errors import UnsupportedOpError
 from .dtype_policy import in_opmath
-from .linalg import matmul
+from .products import matmul
 from .registry import register
 
 aten = torch.ops.aten

@@ -31,7 +31,7 @@ import torch.utils._pytree as pytree
 import cstorch_jax
 from cstorch_jax.coverage.accuracy import error, judge, to_reference
 from cstorch_jax.dtypes import to_jax, to_torch
-from cstorch_jax.lowering import LOWERINGS, channels_last, conv, distances, linalg, nn, pooling, reduction
+from cstorch_jax.lowering import LOWERINGS, channels_last, conv, distances, nn, pooling, products, reduction
 from cstorch_jax.lowering.dtype_policy import ACCUMULATION, EXACT, FLOAT32
 from harness import HALF
 
@@ -302,7 +302,7 @@ def test_every_reduction_declares_its_accumulation():
     """Every lowering of the reduction, normalization/softmax, matmul, convolution,
     pooling (their channels-last twins too) and distance families declares its
     accumulation, and each declaration has a sample above."""
-    families = {m.__name__ for m in (reduction, nn, linalg, conv, pooling, channels_last, distances)}
+    families = {m.__name__ for m in (reduction, nn, products, conv, pooling, channels_last, distances)}
     not_reductions = {aten.embedding.default, aten.rrelu_with_noise_backward.default,
                       aten.soft_margin_loss_backward.default}  # elementwise (in opmath); no sum
     undeclared = sorted(str(op) for op, fn in LOWERINGS.items()

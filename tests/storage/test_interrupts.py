@@ -150,7 +150,7 @@ def test_signals_at_many_moments_of_a_save_stop_the_loop_cleanly(tmp_path):
 
 
 # -- signals_at_safe_points ----------------------------------------------------------------------
-from cstorch.storage.interrupts import signals_at_safe_points  # noqa: E402
+from cstorch.storage.safe_signals import signals_at_safe_points  # noqa: E402
 
 
 def test_a_signal_waits_for_the_safe_point():

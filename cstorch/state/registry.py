@@ -14,7 +14,7 @@ one protocol, `Stateful`:
 
 Each object registers with a `StateRegistry` when it is created (models when
 `cstorch.compile` sees them). The registry belongs to the run: the backend holds it,
-and `cstorch.state.StepState` asks it what a step may touch; nothing else is global.
+and `cstorch.state.step.StepState` asks it what a step may touch; nothing else is global.
 Objects created before any backend exists register with the *pending* registry, which
 the next backend adopts (`cstorch._backend`), so a script may create its model and
 optimizer before or after `cstorch.backend(...)`. A backend reset drops its registry

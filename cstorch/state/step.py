@@ -1,6 +1,6 @@
 """The state a traced step may touch, and how it is bound to traced tensors.
 
-`StepState` asks the run's registry (`cstorch.stateful.StateRegistry`) for its
+`StepState` asks the run's registry (`cstorch.state.registry.StateRegistry`) for its
 stateful objects, kind after kind (models, optimizers, schedulers, grad scalers,
 metrics), and collects their state tensors (`Stateful.step_state`), each counted once
 (tied weights, and an optimizer's parameters, which are the model's, share one entry).
@@ -23,7 +23,7 @@ from typing import Iterator
 
 import torch
 
-from .stateful import KINDS, StateRegistry
+from .registry import KINDS, StateRegistry
 
 
 class StepState:
