@@ -4,8 +4,9 @@ Saving runs as a checkpoint closure, once the step's values exist: the hooks
 `on_save_checkpoint` and `postprocess_checkpoint` may change the state before it is
 written, and `on_after_save_checkpoint` gets the path. Loading calls
 `on_before_load_checkpoint` with the path, `preprocess_checkpoint` with the state before
-it is put back and `on_load_checkpoint` after; the global step and the train stream's
-position come back with it, and so does each callback's own state.
+it is put back and `on_load_checkpoint` after; the Trainer's `progress` (the global step
+and the train stream's position) comes back whole with it, and so does each callback's own
+state.
 """
 from __future__ import annotations
 
@@ -35,8 +36,7 @@ class CheckpointConnector:
         step = t._closure_global_step()
         path = t.checkpoint.path_for(step)
         t._model_dir_lock.verify(f"writing the checkpoint {path}")  # a second run may have locked model_dir anew
-        state = checkpoint_state.capture(t.model, t.optimizer, t.schedulers, t.grad_scaler, step,
-                                         batches_consumed=t._fit_position + step - t._fit_start)
+        state = checkpoint_state.capture(t.model, t.optimizer, t.schedulers, t.grad_scaler, t.progress.state_dict(step))
         callbacks = checkpoint_state.callback_states(t.callbacks)
         if callbacks:
             state["callbacks"] = callbacks
@@ -60,9 +60,9 @@ class CheckpointConnector:
         state = cstorch.load(path)
         t.checkpoint.check_version(state, path)
         t.call("preprocess_checkpoint", state)
-        t.global_step, t._data_position = checkpoint_state.restore(
-            state, t.model, t.optimizer, t.schedulers, t.grad_scaler,
-            strict=not t.checkpoint.disable_strict_checkpoint_loading, path=path)
+        checkpoint_state.restore(state, t.model, t.optimizer, t.schedulers, t.grad_scaler,
+                                 strict=not t.checkpoint.disable_strict_checkpoint_loading, path=path)
+        t.progress.load_state_dict(state)
         checkpoint_state.restore_callback_states(state, t.callbacks, path)
         log.info("Loaded checkpoint %s (global step %d)", path, t.global_step)
         t.call("on_load_checkpoint", state)

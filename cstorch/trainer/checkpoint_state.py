@@ -1,8 +1,8 @@
 """What a Trainer checkpoint holds, and putting it back.
 
     model, optimizer, schedulers (a list), grad_scaler   their state dicts (when present)
-    dataloader      {"batches_consumed": n}: the train stream's position (`stream.py`)
-    global_step     optimizer steps done
+    dataloader      {"batches_consumed": n}: the train stream's position (`stream.py`), and
+    global_step     optimizer steps done: the Trainer's `progress` (`progress.py`)
     rng             `cstorch.get_rng_state()` (the XLA key on CSX, torch's state off it)
     callbacks       {callback.state_key: callback.state_dict()} of the callbacks with a
                     `state_dict` of their own (only when one has)
@@ -19,8 +19,9 @@ from .callbacks.base import Callback
 log = logging.getLogger("cstorch.trainer")
 
 
-def capture(model, optimizer, schedulers: list, grad_scaler, step: int, batches_consumed: int) -> dict:
-    """The checkpoint of global step `step` (the tensors as they are now)."""
+def capture(model, optimizer, schedulers: list, grad_scaler, progress: dict) -> dict:
+    """The checkpoint of the step whose `Progress.state_dict` is `progress` (the tensors
+    as they are now)."""
     state = {"model": model.state_dict()}
     if optimizer is not None:
         state["optimizer"] = optimizer.state_dict()
@@ -28,15 +29,14 @@ def capture(model, optimizer, schedulers: list, grad_scaler, step: int, batches_
         state["schedulers"] = [s.state_dict() for s in schedulers]
     if grad_scaler is not None:
         state["grad_scaler"] = grad_scaler.state_dict()
-    state["dataloader"] = {"batches_consumed": batches_consumed}
-    state["global_step"] = step
+    state.update(progress)
     state["rng"] = cstorch.get_rng_state()
     state["__metadata__"] = [{"version": cstorch.__version__, "model_name": type(model).__name__}]
     return state
 
 
-def restore(state: dict, model, optimizer, schedulers: list, grad_scaler, strict: bool, path: str) -> tuple[int, int]:
-    """Load `state` into the objects; returns (global_step, batches_consumed). A part
+def restore(state: dict, model, optimizer, schedulers: list, grad_scaler, strict: bool, path: str) -> None:
+    """Load `state` into the objects (the Trainer's progress: `Progress.load_state_dict`). A part
     the checkpoint lacks starts fresh (a warning); `strict` applies to the model's keys.
     An RNG state of another backend kind is not restored (a warning)."""
     model.load_state_dict(state["model"], strict=strict)
@@ -54,14 +54,11 @@ def restore(state: dict, model, optimizer, schedulers: list, grad_scaler, strict
             continue
         for obj, sd in zip(objects, per_object(state[key])):
             obj.load_state_dict(sd)
-    global_step = int(state.get("global_step", 0))
-    batches_consumed = int(state.get("dataloader", {}).get("batches_consumed", global_step))
     if "rng" in state:
         try:
             cstorch.set_rng_state(state["rng"])
         except ValueError as e:
             log.warning("RNG state not restored from %s: %s", path, e)
-    return global_step, batches_consumed
 
 
 def _has_state(cb) -> bool:

@@ -12,8 +12,8 @@
 
 Each loop calls the hooks of its level (the Trainer module's docstring gives the order)
 and, when something raises, its `on_*_exception` hook before the exception propagates.
-The loops keep no state of their own between runs: it is the Trainer's (global step,
-the stream's position, the fit plan).
+The loops keep no state of their own between runs: they advance the Trainer's
+`progress` (`progress.py`: global step, the stream's position, the fit plan, the stretch).
 """
 from __future__ import annotations
 
@@ -84,11 +84,10 @@ class FitLoop:
                      " and the validation step are" if val_dls else " is")
             plan = FitPlan(plan.start, plan.start + 1, (plan.start + 1,),
                            frozenset({plan.start + 1}) if validate else frozenset())
-        t.fit_plan = plan
-        t._fit_start, t._fit_position = plan.start, t._data_position
+        t.progress.start_fit(plan)
         if plan.end <= plan.start:
             log.warning("Nothing to train: the global step (%d) has reached the loop's end", plan.start)
-        stream = TrainStream(train_dl, position=t._data_position)
+        stream = TrainStream(train_dl, position=t.progress.batches_consumed)
         announce(t, f"fit: global steps {plan.start} -> {plan.end}")
         report = FitReport(t, plan)
         with contextlib.ExitStack() as stack:
@@ -106,7 +105,7 @@ class FitLoop:
                 t.call("on_fit_exception", e)
                 raise
             t.call("on_fit_end", loop)
-        t._data_position = t._fit_position + t.global_step - plan.start
+        t.progress.end_fit()
         report.summary()
 
 
@@ -121,7 +120,7 @@ class TrainStretch:
         schedule, activation = t.fit_plan.executor_schedules(first, steps, t.checkpoint.steps, t.logging.log_steps)
         executor = cstorch.utils.data.DataExecutor(stream, num_steps=steps, checkpoint_steps=schedule,
                                                    activation_steps=activation)
-        t._run_base = first
+        t.progress.start_stretch(first)
         t._metrics.restart_rate()
         with contextlib.ExitStack() as stack:
             t.call("on_enter_train", stack, stream, t.loop, loop_idx)
@@ -132,21 +131,16 @@ class TrainStretch:
                     if first == 0 and t.checkpoint.save_initial_checkpoint:
                         t.save_checkpoint()
                     for batch_idx, batch in enumerate(batches):
-                        t._step_pending = True
+                        t.progress.step_pending = True
                         t.call("on_train_batch_start", t.model, batch, batch_idx)
-                        self._check_batch(batch)
+                        size = batch_size_of(batch)
+                        t.progress.take_batch(size, micro_batch_count(size, t.loop.grad_accum_steps, t.backend))
                         outputs = t._traced_train(batch)
                         t.call("on_train_batch_end", t.model, outputs, batch, batch_idx)
             except Exception as e:
                 t.call("on_train_exception", e)
                 raise
             t.call("on_train_end", t.model, t.loop, loop_idx)
-
-    def _check_batch(self, batch) -> None:
-        t = self.trainer
-        size = batch_size_of(batch)
-        t._micro_batches = micro_batch_count(size, t.loop.grad_accum_steps, t.backend)
-        t._batch_size = size
 
 
 class EvaluationLoop:
@@ -159,7 +153,7 @@ class EvaluationLoop:
         """Run the validation; returns the number of batches it ran."""
         t = self.trainer
         ran = 0
-        hook = t._validation_hook = loop.hook
+        hook = t.progress.validation_hook = loop.hook
         dl = copy.copy(val_dl)
         executor = cstorch.utils.data.DataExecutor(dl, num_steps=loop.eval_steps if t.backend.is_e2e_execution
                                                    else 1)

@@ -91,8 +91,9 @@ class MetricsConnector:
         if "lr" not in values and t.optimizer is not None:
             values["lr"] = float(t.optimizer.param_groups[0]["lr"])
         now = time.perf_counter()
-        if self._rate_mark is not None and t._batch_size and now > self._rate_mark[1]:
-            values["throughput"] = (step - self._rate_mark[0]) * t._batch_size / (now - self._rate_mark[1])
+        size = t.progress.batch_size
+        if self._rate_mark is not None and size and now > self._rate_mark[1]:
+            values["throughput"] = (step - self._rate_mark[0]) * size / (now - self._rate_mark[1])
         self._rate_mark = (step, now)
         self.send(values, step=step)
 

@@ -89,6 +89,7 @@ from .hooks import call_hook
 from .loggers import CSVLogger, ProgressLogger, TensorBoardLogger
 from .metrics_connector import MetricsConnector
 from .model_dir_lock import ModelDirLock
+from .progress import Progress
 from .step_data import as_outputs, loss_of, micro_batches
 
 log = logging.getLogger("cstorch.trainer")
@@ -175,9 +176,8 @@ class Trainer:
         self.callbacks: list[Callback] = [self.loop, self.precision, self.logging, *user, *global_callbacks(),
                                           *self.loggers, self.checkpoint]
         checkpoint_state.check_callback_state_keys(self.callbacks)
-        self.global_step = 0
-        self._step_pending = False  # between on_train_batch_start and the step's count
-        self.fit_plan: Optional[FitPlan] = None
+        #: where training stands: steps, the stream's position, the fit plan (`progress.py`)
+        self.progress = Progress()
         self.last_metrics: dict[str, float] = {}
 
         self.artifact_dir, self.summary_dir = map(Path, make_run_dirs(self.model_dir))
@@ -200,13 +200,7 @@ class Trainer:
                             f"cstorch.optim.Optimizer")
         self.schedulers = self._make_schedulers(schedulers)
 
-        self._data_position = 0
-        self._fit_start = self._fit_position = 0
-        self._run_base = 0
-        self._batch_size: Optional[int] = None
-        self._micro_batches = 1  # per train step (`micro_batch_count`), set from each batch
         self.step_kind: Optional[str] = None  # "train" / "validate" while a step body runs
-        self._validation_hook = "validate"  # the active ValidationLoop's hook name
         #: metric logging (`metrics_connector`) and checkpoints (`checkpoint_connector`)
         self._metrics = MetricsConnector(self)
         self._checkpoints = CheckpointConnector(self)
@@ -263,28 +257,36 @@ class Trainer:
         return self.precision.grad_scaler
 
     @property
-    def _current_step(self) -> int:
-        """The global step being run: inside a train step and in `on_train_batch_start`
-        the one after `global_step`, which counts the steps done."""
-        return self.global_step + 1 if self._step_pending else self.global_step
+    def global_step(self) -> int:
+        """The optimizer steps done (`progress.global_step`)."""
+        return self.progress.global_step
+
+    @global_step.setter
+    def global_step(self, value: int) -> None:  # the real Trainer's is a plain attribute
+        self.progress.global_step = int(value)
+
+    @property
+    def fit_plan(self) -> Optional[FitPlan]:
+        """The running (or last) fit's plan (`progress.plan`); None before any fit."""
+        return self.progress.plan
 
     def count_step(self) -> None:
         """The train step ended with an optimizer step: `global_step` += 1 (called by the
         TrainingLoop's `on_train_batch_end`)."""
-        self.global_step += 1
-        self._step_pending = False
+        self.progress.count_step()
 
     @property
     def is_final_iteration(self) -> bool:
         """Whether the current train step is the fit's last (host hooks; inside a CSX
         trace the value is the first step's, frozen into the program)."""
-        return self.fit_plan is not None and self._current_step == self.fit_plan.end
+        p = self.progress
+        return p.plan is not None and p.current_step == p.plan.end
 
     @property
     def is_log_step(self) -> bool:
         """Whether the current train step logs (host hooks; frozen inside a CSX trace)."""
-        plan = self.fit_plan
-        return plan is not None and self.logging.is_log_step(self._current_step, plan.start, plan.end)
+        p = self.progress
+        return p.plan is not None and self.logging.is_log_step(p.current_step, p.plan.start, p.plan.end)
 
     @property
     def should_run_optimizer_step(self) -> bool:
@@ -352,7 +354,7 @@ class Trainer:
             scale = self.precision.loss_scale()
             if scale is not None:
                 step_metrics["loss_scale"] = scale.detach().clone() if isinstance(scale, torch.Tensor) else scale
-            n = self._micro_batches if isinstance(self.loop, TrainingLoop) else 1
+            n = self.progress.micro_batches if isinstance(self.loop, TrainingLoop) else 1
             total = None
             for micro in (micro_batches(batch, n) if n > 1 else [batch]):
                 outputs = self.forward(micro)
@@ -376,7 +378,7 @@ class Trainer:
     def validation_step(self, batch) -> dict:
         """The model's outputs on `batch` in eval mode (traced)."""
         self.step_kind = "validate"
-        hook = self._validation_hook
+        hook = self.progress.validation_hook
         try:
             self.call(f"on_{hook}_step_start", self.model, batch)
             outputs = self.forward(batch)
@@ -414,8 +416,7 @@ class Trainer:
 
     def _closure_global_step(self) -> int:
         """The global step of the train step whose values the running closure holds."""
-        it = self.backend.run.closure_iteration
-        return self.global_step if it is None else self._run_base + it + 1
+        return self.progress.closure_step(self.backend.run.closure_iteration)
 
     # -- checkpoints (checkpoint_connector) -------------------------------------------------
     def save_checkpoint(self) -> None:
