@@ -1,6 +1,6 @@
 """`cstorch.legacy18`: the "experimental" porting API of release 1.8, as a thin layer over
 today's engine (the Model Zoo 1.8 runner classes of the same release are part of the
-Trainer layer: `cstorch.trainer.runner`, `.device_runners`, `.base_model`; the top-level
+Trainer layer: `cstorch.trainer.legacy.runner`, `.device_runners`, `.base_model`; the top-level
 `modelzoo` package serves them under the Model Zoo 1.8 module paths).
 
 The porting API (`import cerebras_pytorch.experimental as cstorch`; the

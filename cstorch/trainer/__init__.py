@@ -20,9 +20,9 @@ from .config import ConfigError
 from .loggers import CSVLogger, Logger, ProgressLogger, TensorBoardLogger
 from .model_dir_lock import ModelDirInUseError, ModelDirLockLostError
 from .registry import register_data_processor, register_model
-from .base_model import PyTorchBaseModel
-from .device_runners import PyTorchCSCompiler, PyTorchCSRunner, PyTorchRunner
-from .runner import PyTorchBaseRunner, run
+from .legacy.base_model import PyTorchBaseModel
+from .legacy.device_runners import PyTorchCSCompiler, PyTorchCSRunner, PyTorchRunner
+from .legacy.runner import PyTorchBaseRunner, run
 from .trainer import Trainer
 
 __all__ = [

@@ -1,5 +1,5 @@
 """`ConfigError` and the small checks of YAML values that the trainer's configuration
-modules share (`specs/`, `config.py`, `legacy.py`, `cli.py`): unknown keys (the error
+modules share (`specs/`, `config.py`, `legacy/flat_format.py`, `cli.py`): unknown keys (the error
 names the full key path and the closest valid keys), mappings, numbers (finite ones for
 hyper-parameters, learning rates >= 0, seeds in torch's range), the device names,
 `model_dir`, and the keyword arguments of the classes a YAML names (checked against

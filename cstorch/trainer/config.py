@@ -2,7 +2,7 @@
 research/cerebras_api.md §3.5): loading, and parsing every trainer of a file once into a
 typed `specs.TrainerSpec` (the specs, their checks and the structure they read are in
 `specs/`; building objects from them is `build.py`). The legacy flat format is converted
-by `legacy.py` (`is_legacy` / `convert_legacy`, re-exported here); the run modes are the
+by `legacy/flat_format.py` (`is_legacy` / `convert_legacy`, re-exported here); the run modes are the
 table of `modes.py` (`RUN_MODES`, re-exported); `ConfigError` lives in `checks.py`.
 
 Pipeline, and the contract of each step:
@@ -15,7 +15,7 @@ Pipeline, and the contract of each step:
   line where the limit is passed (the reader, and every check after it, would
   otherwise exhaust Python's recursion limit).
 * `is_legacy(params)` / `convert_legacy(params)`: the flat `runconfig:` format -> the
-  `trainer:` format (the mapping table is in `legacy.py`).
+  `trainer:` format (the mapping table is in `legacy/flat_format.py`).
 * `trainer_dicts(params)`: the trainer dicts of a params dict (a list under `trainer:`
   gives several, with key paths `trainer[i]`); nothing is checked but the nesting.
 * `validate_trainer(trainer, mode)` -> `TrainerSpec`: one trainer dict parsed (every
@@ -52,7 +52,7 @@ from typing import Optional
 import yaml
 
 from .checks import ConfigError, check_dict, check_keys
-from .legacy import convert_legacy, is_legacy
+from .legacy.flat_format import convert_legacy, is_legacy
 from .modes import MODES, RUN_MODES, RunMode, check_mode
 from .specs import DEFAULT_MODEL_DIR, TrainerSpec, check_one_backend
 

@@ -1,4 +1,4 @@
-"""The legacy runner (cstorch.trainer.runner) over the Trainer: hook order and counts on
+"""The legacy runner (cstorch.trainer.legacy.runner) over the Trainer: hook order and counts on
 CPU (every step) and CSX (in-step hooks once), the data a hook returns is what the model
 trains on, losses and parameters against eager torch, overridden steps, and `run()`."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import cstorch
 from cstorch.trainer.config import ConfigError
-from cstorch.trainer.runner import PyTorchBaseRunner, run
+from cstorch.trainer.legacy.runner import PyTorchBaseRunner, run
 
 LR = 0.1
 

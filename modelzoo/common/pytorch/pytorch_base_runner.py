@@ -1,4 +1,4 @@
-"""Model Zoo 1.8 path of `PyTorchBaseRunner` (`cstorch.trainer.runner`)."""
-from cstorch.trainer.runner import PyTorchBaseRunner
+"""Model Zoo 1.8 path of `PyTorchBaseRunner` (`cstorch.trainer.legacy.runner`)."""
+from cstorch.trainer.legacy.runner import PyTorchBaseRunner
 
 __all__ = ["PyTorchBaseRunner"]

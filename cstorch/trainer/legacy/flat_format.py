@@ -59,8 +59,8 @@ from typing import Any, Optional
 
 from cstorch.optim.catalog import optimizer_class
 
-from .checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_number, show, suggest
-from .specs.backend import SHARED_BACKEND_KEYS
+from ..checks import DEVICES, ConfigError, check_dict, check_keys, cluster_fields, is_number, show, suggest
+from ..specs.backend import SHARED_BACKEND_KEYS
 
 LEGACY_TOP_KEYS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "sparsity")
 _LEGACY_RUNCONFIG = {

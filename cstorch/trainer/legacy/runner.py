@@ -113,18 +113,18 @@ import torch
 
 import cstorch
 
-from . import build
-from . import config as _config
+from .. import build
+from .. import config as _config
 from .base_model import PyTorchBaseModel
-from .callbacks.base import Callback
-from .callbacks.logs import ModelEvalMetrics
-from .callbacks.loop import TrainingLoop, ValidationLoop
-from .checks import show
-from .cli import check_csx_target, csx_flags, ensure_host_device_count, positive_int, set_compile_mode, set_max_steps
-from .config import MODES, RUN_MODES, ConfigError
-from .legacy import convert_legacy, is_legacy
-from .specs import InitSpec
-from .trainer import Trainer
+from ..callbacks.base import Callback
+from ..callbacks.logs import ModelEvalMetrics
+from ..callbacks.loop import TrainingLoop, ValidationLoop
+from ..checks import show
+from ..cli import check_csx_target, csx_flags, ensure_host_device_count, positive_int, set_compile_mode, set_max_steps
+from ..config import MODES, RUN_MODES, ConfigError
+from .flat_format import convert_legacy, is_legacy
+from ..specs import InitSpec
+from ..trainer import Trainer
 
 #: the device runner classes (`device_runner=True`), in the order they were defined
 _DEVICE_RUNNERS: list[type] = []

@@ -39,9 +39,9 @@ import torch
 import cstorch
 
 from .base_model import base_model
-from .checks import show
-from .config import ConfigError
-from .legacy import is_legacy
+from ..checks import show
+from ..config import ConfigError
+from .flat_format import is_legacy
 from .runner import PyTorchBaseRunner
 
 
