@@ -16,8 +16,8 @@ the project's working tree. In order, each part within what is left of `--budget
 2. a GPT of about 1B parameters (16 layers, d_model 2048, seq 1024, vocab 32768, batch 4,
    AdamW) for a few bfloat16 steps under cstorch and eager torch, with the model FLOPs
    utilisation (analytic FLOPs per step / step time / the card's dense bfloat16 peak);
-3. the model-parity and mixed-precision tests (`tests/test_model_parity.py`,
-   `tests/test_mixed_precision_models.py`) with CSX on the device, in a subprocess.
+3. the model-parity and mixed-precision tests (`tests/models/test_model_parity.py`,
+   `tests/models/test_mixed_precision_models.py`) with CSX on the device, in a subprocess.
 
 It writes its results as the section `device-check` of benchmarks/RESULTS.md, naming the card
 (`--out` another file; the dry run's default is benchmarks/RESULTS-device-dry-run.md,
@@ -53,7 +53,7 @@ REPO = HERE.parent
 DEFAULT_OUT = {"gpu": HERE / "RESULTS.md", "cpu": HERE / "RESULTS-device-dry-run.md"}
 # Dense bfloat16 tensor-core peaks (FLOP/s) from the vendors' data sheets, by device name.
 BF16_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
-TESTS = ["tests/test_model_parity.py", "tests/test_mixed_precision_models.py"]
+TESTS = ["tests/models/test_model_parity.py", "tests/models/test_mixed_precision_models.py"]
 
 
 class EagerOnDevice(Impl):

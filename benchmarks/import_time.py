@@ -12,7 +12,7 @@ as its console script starts (`cstorch_cli.main`). One untimed round first warms
 file cache. It prints the median, min and max of each, the ratio of the import medians
 and the machine's load average (`os.getloadavg`) before and after: on a loaded machine
 every time grows, and the ratio is what to compare. Nothing here is asserted; the tests
-check the structure instead (`tests/test_startup.py`: which modules the import loads).
+check the structure instead (`tests/project/test_startup.py`: which modules the import loads).
 """
 from __future__ import annotations
 

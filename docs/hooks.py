@@ -443,7 +443,7 @@ def opinfo_counts() -> str:
         "",
         f"[The lowering table](lowerings.md) holds {len(LOWERINGS)} op overloads: "
         f"{len(aten)} ATen ops, {len(random)} random ops (the sweep checks their shapes and dtypes, "
-        f"`tests/test_dropout.py` their statistics) and {len(LOWERINGS) - len(aten) - len(random)} of other "
+        f"`tests/run/test_dropout.py` their statistics) and {len(LOWERINGS) - len(aten) - len(random)} of other "
         f"namespaces ({', '.join(f'`{n}`' for n in others)}). {len(reached)} of the {len(aten)} ATen ops are "
         "tested through the OpInfo check named for each in `tests/lowering/opinfo_reached.py`, the others by "
         "hand-written samples (`tests/lowering/samples.py`, `test_direct_lowerings.py`); "

@@ -1,5 +1,5 @@
 """Strip notebooks for committing: no outputs, no execution counts, no execution timing
-metadata (what `tests/test_notebooks.py` checks). Needs only nbformat (in the `dev` extra).
+metadata (what `tests/project/test_notebooks.py` checks). Needs only nbformat (in the `dev` extra).
 
     python notebooks/strip.py                 # every notebook of this folder
     python notebooks/strip.py path/to/a.ipynb # the ones named

@@ -4,7 +4,7 @@ import signal
 import pytest
 
 # Tests compile every step afresh: a persistent compile cache of an earlier run (or of
-# another test) would change what they measure. tests/test_compile_cache.py turns it on, and
+# another test) would change what they measure. tests/engine/test_compile_cache.py turns it on, and
 # the tests that start processes running the same scripts share one (`shared_compile_cache`).
 os.environ["CSTORCH_CACHE"] = "0"
 

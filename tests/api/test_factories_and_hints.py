@@ -48,7 +48,7 @@ def test_factories_and_make_constant_inside_a_compiled_step(kind):
     want = [(b + 1) * torch.tensor([1.0, 0.0, 1.0]) + 0.5 for b in batches]
     assert all(torch.equal(g, w) for g, w in zip(got, want))
     # without make_constant an outside tensor is baked into the program as a constant too
-    # (tests/test_outside_tensors.py covers in-place changes to it after capture)
+    # (tests/engine/test_outside_tensors.py covers in-place changes to it after capture)
     from cstorch._backend import _reset_backend
 
     _reset_backend()

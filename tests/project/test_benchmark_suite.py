@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ("MLP",)
 IMPLS = ("eager", "cstorch", "jax.jit", "cstorch pipelined", "jax.jit pipelined")
 

@@ -150,10 +150,10 @@ def test_opinfo_matmul_family_on_the_blas_path(name, mode, route_everything):
 
 @pytest.mark.parametrize("opt_name", ["sgd", "adamw"])
 def test_models_train_equal_with_every_product_routed(opt_name, route_everything):
-    """The MLP and the GPT of tests/test_model_parity.py, every float32 product through
+    """The MLP and the GPT of tests/models/test_model_parity.py, every float32 product through
     the BLAS: per-step losses and every parameter equal the CPU backend's (with AdamW's
     float32 noise floor of test_model_parity, as on the XLA dot path)."""
-    sys.path.insert(0, "tests")
+    sys.path.insert(0, "tests/models")  # test_model_parity
     from test_model_parity import MODELS, STEPS, _adam_noise_bound
     from train_script import assert_close_rel, train
 

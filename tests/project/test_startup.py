@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: loaded when a step is first compiled or explored, never by the import
 ON_FIRST_USE = ("sympy", "torch.fx.experimental.symbolic_shapes", "cstorch_jax.lowering",

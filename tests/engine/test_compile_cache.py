@@ -24,7 +24,7 @@ import torch
 import cstorch_jax
 from cstorch_jax import compile_cache
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "compile_cache_script.py"
 
 

@@ -14,7 +14,7 @@ import ast
 import dataclasses
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cstorch", "cstorch_jax", "cerebras", "cstorch_cli")
 
 

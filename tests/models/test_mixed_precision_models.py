@@ -1,4 +1,4 @@
-"""The real models of tests/test_real_models.py trained 10 steps in mixed precision on
+"""The real models of tests/models/test_real_models.py trained 10 steps in mixed precision on
 CSX (`cstorch.amp.set_half_dtype`, float32 weights, 16-bit compute) against the same
 script on the CPU backend under eager torch's autocast at the same dtype: bfloat16, and
 float16 with a dynamic `GradScaler`.
@@ -15,7 +15,7 @@ eager is:
 FACTOR = 3: over these models CSX's drift ranged from 0.55 to 2.0 times eager's in
 bfloat16 (rounding in another order: fusion, float32 accumulation of every reduction);
 a 16-bit accumulation where eager keeps float32, or a lost cast, drifts tens of times
-more. ATOL is the float32 floor of tests/test_real_models.py, for tensors that neither
+more. ATOL is the float32 floor of tests/models/test_real_models.py, for tensors that neither
 run moves (BERT's attention key bias).
 
 A single eager run is one sample of a 16-bit run's drift, and in a network of ReLUs,

@@ -1,7 +1,7 @@
-"""Checks that need several JAX devices, run by tests/test_data_parallel.py in a fresh
+"""Checks that need several JAX devices, run by tests/run/test_data_parallel.py in a fresh
 process started with XLA_FLAGS=--xla_force_host_platform_device_count=4.
 
-    python tests/multi_device_checks.py <check> [<check> ...]
+    python tests/run/multi_device_checks.py <check> [<check> ...]
 
 Each check raises (exit status 1) when it fails and prints "ok <check>" when it holds.
 """

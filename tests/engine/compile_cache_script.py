@@ -1,4 +1,4 @@
-"""A small training script for tests/test_compile_cache.py, run as its own process:
+"""A small training script for tests/engine/test_compile_cache.py, run as its own process:
 GPT-style decoder with dropout (`--model gpt`) or a tiny MLP (`--model mlp`), AdamW with a
 cosine schedule, a step closure reading the loss; `--decomp cube` registers a
 `cstorch.register_decomposition` of aten.gelu first. Prints one JSON line: the losses, a

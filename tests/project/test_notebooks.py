@@ -25,7 +25,7 @@ from traitlets import default
 
 pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOK_NAMES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 KERNEL_NAME = "python3"  # the name the notebooks' metadata asks for
 CELL_TIMEOUT_S = 300

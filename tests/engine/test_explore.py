@@ -14,7 +14,7 @@ import cstorch
 import cstorch_jax
 from cstorch_jax.explore import diff
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 B, T, D, HEADS, LAYERS, VOCAB = 8, 64, 128, 4, 2, 256
 
 

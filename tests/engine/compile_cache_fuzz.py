@@ -1,7 +1,7 @@
 """Fuzz of compile-cache entries (`cstorch_jax/compile_cache.py`), run as its own process by
-tests/test_compile_cache_fuzz.py:
+tests/engine/test_compile_cache_fuzz.py:
 
-    python tests/compile_cache_fuzz.py CACHE_DIR MARKER [--cases N] [--seed S]
+    python tests/engine/compile_cache_fuzz.py CACHE_DIR MARKER [--cases N] [--seed S]
 
 Stores the entry of one small step (mutated, read-only and batch inputs, dropout: the RNG
 key), then, case after case, writes a mutated copy over it and looks the step up as a

@@ -2,7 +2,7 @@
 `ClusterConfig(num_csx=N)` splits every parameter, buffer and optimizer-state tensor
 over the N devices (FSDP / ZeRO-3).
 
-The multi-device checks run in fresh processes (tests/sharded_state_checks.py): on 4
+The multi-device checks run in fresh processes (tests/run/sharded_state_checks.py): on 4
 host devices a tiny GPT trained 10 AdamW steps equals the one-device run with a quarter
 of the state per device; its H5 checkpoint resumes on 4 devices (bit for bit) and on
 one; its orbax checkpoint, written from the device shards, restores on another device
@@ -23,8 +23,8 @@ import cstorch_jax
 from cstorch_jax import sharding
 from cstorch_jax.explore import describe_sharding
 
-ROOT = Path(__file__).resolve().parents[1]
-CHECKS = ROOT / "tests" / "sharded_state_checks.py"
+ROOT = Path(__file__).resolve().parents[2]
+CHECKS = ROOT / "tests" / "run" / "sharded_state_checks.py"
 
 
 def _env(devices: int) -> dict:
@@ -50,7 +50,7 @@ FOUR_DEVICE_CHECKS = ["same_as_one_device", "h5_resume", "orbax_written_from_sha
 
 
 def test_four_devices():
-    """Every check of tests/sharded_state_checks.py, in one process with 4 host devices."""
+    """Every check of tests/run/sharded_state_checks.py, in one process with 4 host devices."""
     out = _run([sys.executable, str(CHECKS), *FOUR_DEVICE_CHECKS], _env(4))
     for check in FOUR_DEVICE_CHECKS:
         assert f"ok {check}" in out, out
@@ -64,11 +64,11 @@ def test_two_processes_of_two_devices(tmp_path):
     out = _run([sys.executable, "-m", "cstorch.distributed.launch", "--num-processes", "2",
                 "--devices-per-process", "2", str(CHECKS), "two_processes", str(tmp_path)], _env(2))
     assert "[p0] ok two_processes" in out and "[p1] ok two_processes" in out, out
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(CHECKS.parent))
     try:
         import sharded_state_checks as checks
     finally:
-        sys.path.remove(str(ROOT / "tests"))
+        sys.path.remove(str(CHECKS.parent))
     result = torch.load(tmp_path / "result.pt")
     one = checks.Run(1, False, checks.batches())
     checks.close(one.losses, result["losses"], "losses")

@@ -1,4 +1,4 @@
-"""Fuzzed compile-cache entries (tests/compile_cache_fuzz.py, in its own process: a crash
+"""Fuzzed compile-cache entries (tests/engine/compile_cache_fuzz.py, in its own process: a crash
 is a failure, not the end of the test run): every mutated entry either loads the exact
 program or is refused with one warning and the step compiled again; no pickle payload
 ever runs. CI runs 100 cases; `pytest --full` runs 2000."""
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "compile_cache_fuzz.py"
 
 

@@ -23,7 +23,7 @@ import pytest
 
 pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 INVENTORY = json.loads((ROOT / "tests" / "api" / "inventory_2_10.json").read_text())
 REAL_PREFIX = "cerebras.pytorch"

@@ -1,10 +1,10 @@
 """Checks of the sharded-state mode (`cstorch.backends.csx.cluster.shard_state`) that
-need several JAX devices, run by tests/test_sharded_state.py in fresh processes:
+need several JAX devices, run by tests/run/test_sharded_state.py in fresh processes:
 
-    python tests/sharded_state_checks.py <check> [<check> ...]                  # 4 host devices
-    python tests/sharded_state_checks.py compile_cache CACHE_DIR                 # 4 host devices
+    python tests/run/sharded_state_checks.py <check> [<check> ...]                  # 4 host devices
+    python tests/run/sharded_state_checks.py compile_cache CACHE_DIR                 # 4 host devices
     python -m cstorch.distributed.launch --num-processes 2 --devices-per-process 2 \\
-        tests/sharded_state_checks.py two_processes OUT_DIR                     # 2 x 2 devices
+        tests/run/sharded_state_checks.py two_processes OUT_DIR                     # 2 x 2 devices
 
 Each check raises (exit status 1) when it fails and prints "ok <check>" when it holds.
 The model is the GPT of examples/gpt.py, tiny (1 block, d 32), trained with AdamW.
@@ -23,7 +23,7 @@ import cstorch
 import cstorch_jax
 from cstorch._backend import _reset_backend
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEQ, D_MODEL, HEADS, LAYERS, BATCH = 16, 32, 2, 1, 8
 STEPS, SAVE_AT = 10, 5  # train 10 steps; checkpoints hold the state after step 5
 TOL = 1e-5

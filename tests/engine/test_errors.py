@@ -168,7 +168,7 @@ def test_checkpoint_closure_outside_a_run():
 
 def test_closed_over_tensor_is_a_constant_and_a_closed_over_parameter_gets_a_fix_it_message():
     """A plain tensor from an enclosing scope is compiled in as a constant (see
-    tests/test_outside_tensors.py); one that requires grad would never be trained."""
+    tests/engine/test_outside_tensors.py); one that requires grad would never be trained."""
     w, x = torch.randn(3), torch.randn(3)
     torch.testing.assert_close(cstorch_jax.jit(lambda x: x * w)(x), x * w)
     p = torch.nn.Parameter(torch.randn(3))

@@ -1,7 +1,7 @@
 """ClusterConfig(num_csx=N): a data-parallel mesh gives the one-device run.
 
 Multi-device checks run in fresh processes (JAX fixes its device count when it
-starts): tests/multi_device_checks.py with 4 host devices, the GPT example on 1 and 4
+starts): tests/run/multi_device_checks.py with 4 host devices, the GPT example on 1 and 4
 devices, and the GPT example as two processes of 2 devices joined on loopback.
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ import cstorch
 from cstorch.distributed import launch as launcher
 from cstorch.distributed import processes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GPT = ROOT / "examples" / "gpt.py"
-CHECKS = ROOT / "tests" / "multi_device_checks.py"
+CHECKS = ROOT / "tests" / "run" / "multi_device_checks.py"
 TOL = 1e-5
 
 
@@ -43,7 +43,7 @@ MULTI_DEVICE_CHECKS = ["same_as_one_device", "staged_batches", "indivisible_batc
 
 
 def test_multi_device():
-    """Every check of tests/multi_device_checks.py, in one process with 4 host devices."""
+    """Every check of tests/run/multi_device_checks.py, in one process with 4 host devices."""
     out = _run([sys.executable, str(CHECKS), *MULTI_DEVICE_CHECKS], _env(4), ROOT)
     for check in MULTI_DEVICE_CHECKS:
         assert f"ok {check}" in out, out

@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.usefixtures("shared_compile_cache")  # its scripts compile once per run (conftest)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MNIST = ROOT / "examples" / "mnist.py"
 
 
