@@ -5,7 +5,7 @@ with `runconfig.seed`; `.model` / `.torch_model` is the module, `__call__` its f
 runner's, built by the Trainer from `params["optimizer"]` (one set of optimizers):
 `get_optimizer()` / `get_lr_scheduler()` return them once a runner was built on the
 model (None before, and when the run does not train). The runner
-(`cstorch.trainer.runner`) takes such a model in place of a torch module.
+(`cstorch.trainer.legacy.runner`) takes such a model in place of a torch module.
 
 Differences from the real system:
     `PyTorchBaseModel` builds no optimizer of its own: `get_optimizer()` and
@@ -19,9 +19,11 @@ from typing import Callable, Optional, Protocol, Union
 
 import torch
 
+from .runconfig import Runconfig
+
 
 class RunnerView(Protocol):
-    """What the model reads of the runner built on it (`cstorch.trainer.runner`'s
+    """What the model reads of the runner built on it (`cstorch.trainer.legacy.runner`'s
     PyTorchBaseRunner, which imports this module: the model names no runner type)."""
 
     optimizer: Optional[torch.optim.Optimizer]
@@ -29,7 +31,7 @@ class RunnerView(Protocol):
 
 
 def _seed(params: dict) -> None:
-    seed = (params.get("runconfig") or {}).get("seed")
+    seed = Runconfig.of(params).seed
     if seed is not None:
         torch.manual_seed(seed)
 
@@ -56,9 +58,9 @@ class PyTorchBaseModel:
         self.params = params
         self.torch_model = self.model = module
         self.device = device
-        runconfig = params.get("runconfig") or {}
-        self.mode = runconfig.get("mode", "train")
-        self.mixed_precision = bool((params.get("model") or {}).get("mixed_precision", False))
+        settings = Runconfig.of(params)
+        self.mode = settings.mode
+        self.mixed_precision = settings.mixed_precision
         self.runner: Optional[RunnerView] = None  # set by the runner built on this model
 
     def get_optimizer(self):

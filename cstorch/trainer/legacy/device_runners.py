@@ -1,5 +1,5 @@
 """The Model Zoo 1.8 device runner classes (seeds/000_PyTorch_Runners.txt) over the runner
-of `cstorch.trainer.runner`, which runs on the `Trainer`:
+of `cstorch.trainer.legacy.runner`, which runs on the `Trainer`:
 
     class                       what it runs                      built by create() when
     --------------------------  --------------------------------  -------------------------------
@@ -12,12 +12,12 @@ of `cstorch.trainer.runner`, which runs on the `Trainer`:
       params)
 
 Each is a `PyTorchBaseRunner` (hooks, overridable steps and drivers: see
-`cstorch.trainer.runner`) whose device is fixed: it writes its device (and, for the
+`cstorch.trainer.legacy.runner`) whose device is fixed: it writes its device (and, for the
 compiler, compile_only) into a copy of the legacy flat `params`, and refuses params that
 ask for another device. Each class declares the kind of run it serves (`runner_kind`:
 "device", "system", "compiler"), which registers it with `PyTorchBaseRunner`, whose
 `create(model_fn, params)` is the 1.8 factory: it builds the `PyTorchBaseModel`
-(`cstorch.trainer.base_model`, from `model_fn(params)`) and the runner of the kind the
+(`cstorch.trainer.legacy.base_model`, from `model_fn(params)`) and the runner of the kind the
 params ask for (`runner_kind(params)`); `SomeRunner.create(model_fn, params)` builds
 that class. The package `cstorch.trainer` imports this module, so the classes are
 registered whenever the base runner can be used. Custom runners
@@ -38,48 +38,45 @@ import torch
 
 import cstorch
 
-from .base_model import base_model
 from ..checks import show
 from ..config import ConfigError
+from .base_model import base_model
 from .flat_format import is_legacy
+from .runconfig import Runconfig
 from .runner import PyTorchBaseRunner
 
 
-def _runconfig(params: dict) -> dict:
+def _runconfig(params: dict) -> Runconfig:
+    """The runners' settings of the legacy flat `params` (`Runconfig`)."""
     if not isinstance(params, dict) or not is_legacy(params):
         raise ConfigError("The 1.8 runners take the legacy flat params (runconfig, optimizer, train_input, ...).")
-    return params.get("runconfig") or {}
+    return Runconfig.of(params)
 
 
 def target_device(params: dict) -> str:
     """runconfig.target_device ("CPU", "GPU", "CSX"); unset: the existing backend's
     type, else CSX (as the Trainer)."""
-    target = _runconfig(params).get("target_device")
+    target = _runconfig(params).target_device
     if target is None:
         b = cstorch.backend()
         return b.backend_type.name if b is not None else "CSX"
-    if not isinstance(target, str) or target.upper() not in ("CPU", "GPU", "CSX"):
-        raise ConfigError(f"runconfig.target_device must be CPU, GPU or CSX, got {show(target)}")
-    return target.upper()
+    return target
 
 
 def compiles_only(params: dict) -> bool:
-    runconfig = _runconfig(params)
-    if runconfig.get("compile_only") and runconfig.get("validate_only"):
-        raise ConfigError("Please set one of compile_only and validate_only, not both.")
-    return bool(runconfig.get("compile_only") or runconfig.get("validate_only"))
+    return _runconfig(params).compiles_only
 
 
 def _on_device(params: dict, target: str, runner: str) -> dict:
-    """A copy of `params` whose runconfig says `target` (refusing another device)."""
+    """A copy of `params` whose runconfig says `target` (refusing another device); with
+    `compile_only`, it says that too unless it asks to validate only."""
+    given = _runconfig(params)
+    if given.target_device not in (None, target):
+        raise ConfigError(f"{runner} runs on {target}, but runconfig.target_device is "
+                          f"{show(params['runconfig']['target_device'])}; build the runner for that device "
+                          f"(PyTorchBaseRunner.create picks it from the params).")
     params = copy.deepcopy(params)
-    _runconfig(params)
-    runconfig = params.setdefault("runconfig", {})
-    given = runconfig.get("target_device")
-    if given is not None and (not isinstance(given, str) or given.upper() != target):
-        raise ConfigError(f"{runner} runs on {target}, but runconfig.target_device is {show(given)}; build the runner "
-                          f"for that device (PyTorchBaseRunner.create picks it from the params).")
-    runconfig["target_device"] = target
+    params["runconfig"] = {**(params.get("runconfig") or {}), "target_device": target}
     return params
 
 
@@ -154,11 +151,10 @@ class PyTorchCSCompiler(PyTorchBaseRunner, device_runner=True):
         return target_device(params) == "CSX" and compiles_only(params)
 
     def __init__(self, model, params: dict, **kwargs):
-        compiles_only(params)  # both set: an error
+        validate_only = _runconfig(params).validate_only  # both set: an error
         params = _on_device(params, "CSX", type(self).__name__)
-        runconfig = params["runconfig"]
-        if not runconfig.get("validate_only"):
-            runconfig["compile_only"] = True
+        if not validate_only:
+            params["runconfig"]["compile_only"] = True
         super().__init__(model, params, **kwargs)
 
     @classmethod

@@ -81,15 +81,15 @@ Python side effect, a print or a counter, happens once). On CPU/GPU they run eve
 The other hooks run on the host every step/epoch on every device.
 
 The Model Zoo 1.8 device runners built on this one (`PyTorchRunner`,
-`PyTorchCSCompiler`, `PyTorchCSRunner`) live in `cstorch.trainer.device_runners`, the
-`PyTorchBaseModel` a runner may be given in `cstorch.trainer.base_model`.
+`PyTorchCSCompiler`, `PyTorchCSRunner`) live in `cstorch.trainer.legacy.device_runners`, the
+`PyTorchBaseModel` a runner may be given in `cstorch.trainer.legacy.base_model`.
 `PyTorchBaseRunner.create` is the factory: a device runner class registers itself
 (`device_runner=True` in its class statement) and says which params it serves
 (`serves(params)`); `create` builds the one that serves the params.
 
 Params. `params` is the legacy flat dict (`train_input`, `eval_input`, `model`,
 `optimizer`, `runconfig`, `sparsity`) or a `trainer:` dict; the legacy format is
-converted by `cstorch.trainer.legacy.convert_legacy` (runconfig.max_steps ->
+converted by `cstorch.trainer.legacy.flat_format.convert_legacy` (runconfig.max_steps ->
 loop.max_steps, checkpoint_steps -> checkpoint.steps, optimizer.optimizer_type /
 learning_rate -> optimizer and schedulers, ...), parsed by `cstorch.trainer.config`,
 and the Trainer's arguments are built by `build.trainer_arguments` from the spec of
@@ -115,16 +115,16 @@ import cstorch
 
 from .. import build
 from .. import config as _config
-from .base_model import PyTorchBaseModel
 from ..callbacks.base import Callback
 from ..callbacks.logs import ModelEvalMetrics
 from ..callbacks.loop import TrainingLoop, ValidationLoop
-from ..checks import show
 from ..cli import check_csx_target, csx_flags, ensure_host_device_count, positive_int, set_compile_mode, set_max_steps
 from ..config import MODES, RUN_MODES, ConfigError
-from .flat_format import convert_legacy, is_legacy
 from ..specs import InitSpec
 from ..trainer import Trainer
+from .base_model import PyTorchBaseModel
+from .flat_format import convert_legacy, is_legacy
+from .runconfig import Runconfig
 
 #: the device runner classes (`device_runner=True`), in the order they were defined
 _DEVICE_RUNNERS: list[type] = []
@@ -348,7 +348,7 @@ class PyTorchBaseRunner:
     def create(cls, model_fn: Callable[[dict], torch.nn.Module], params: dict, **kwargs) -> "PyTorchBaseRunner":
         """On PyTorchBaseRunner itself, the 1.8 factory: the device runner that serves
         `params` (PyTorchRunner for CPU/GPU, PyTorchCSCompiler for CSX compile/validate
-        only, PyTorchCSRunner for CSX: `cstorch.trainer.device_runners`), on the
+        only, PyTorchCSRunner for CSX: `cstorch.trainer.legacy.device_runners`), on the
         PyTorchBaseModel of `model_fn(params)`. On a subclass: that runner, for the model
         `model_fn(params)`."""
         if cls is PyTorchBaseRunner:
@@ -551,10 +551,9 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
         if not is_legacy(params):
             raise ConfigError(f"{args.params} is not in the legacy flat format (runconfig, optimizer, train_input, "
                               f"...); run a `trainer:` YAML with `cstorch fit {args.params}`.")
-        mode = args.mode or (params.get("runconfig") or {}).get("mode") or "train"
-        if mode not in MODES:
-            raise ConfigError(f"runconfig.mode must be one of {', '.join(MODES)}, got {show(mode)}")
         _apply_flags(params, args)
+        settings = Runconfig.of(params)
+        mode = args.mode or settings.mode
         run_mode = RUN_MODES[mode]
         # the driver's arguments, in order: the train data when the mode trains, the eval data when it validates
         fns = (([("train_data_fn", train_data_fn)] if run_mode.trains else [])
@@ -562,7 +561,7 @@ def run(model_fn: Callable[[dict], torch.nn.Module], train_data_fn: Optional[Cal
         missing = [name for name, fn in fns if fn is None]
         if missing:
             raise ConfigError(f"mode {mode} needs {' and '.join(missing)}; pass it to run().")
-        ensure_host_device_count(int(params["runconfig"].get("num_csx") or 1))
+        ensure_host_device_count(settings.num_csx)
         create = runner_cls.create
         base_dir = {"base_dir": os.path.dirname(os.path.abspath(args.params))} if _takes(create, "base_dir") else {}
         runner = create(model_fn, params, **base_dir)
