@@ -5,11 +5,11 @@ An `Algorithm` says, for one parameter,
 
 - `hyper`: a NamedTuple type of the frozen hyper-parameters (floats, ints, bools,
   optional floats, pairs of floats) that the rule is specialised on;
-- `state(hyper, shape)`: the state layout, a NamedTuple of `Slot`s (how each state
-  tensor starts) with None for the fields a parameter does not keep. The field order
-  is the order of torch.optim's state-dict keys;
-- `rule`: the update as a chain of transforms (`transforms.py`), with the state as that
-  NamedTuple of arrays.
+- `rule`: the update as a chain of transforms (`transforms.py`). Each transform that
+  keeps state says its layout (`init`), a NamedTuple of `Slot`s (how each state tensor
+  starts) with None for the fields a parameter does not keep; the chain's layout,
+  `state(hyper, shape)`, is theirs in chain order, and its field order is the order of
+  torch.optim's state-dict keys. The rule runs with the state as that NamedTuple of arrays.
 
 A `PublicOptimizer` is one class of the real API on an algorithm (`Adam` and `AdamW`
 share one): its signature after `params` (names, annotations and defaults: the real
@@ -68,9 +68,18 @@ def shaped(shape: tuple, fill: float = 0.0) -> Slot:
 class Algorithm:
     name: str                                             # the update op: torch.ops.cstorch.<name>
     hyper: type                                           # NamedTuple type of the frozen hyper-parameters
-    state: Callable[[Any, tuple], NamedTuple]             # (hyper, parameter shape) -> layout of Slots / None
-    rule: Transform
+    rule: Transform                                       # a chain of transforms; its `init` is the state layout
     check_param: Optional[Callable[[torch.Tensor], None]] = None  # refuses a parameter it cannot update
+
+    def state(self, hyper, shape: tuple) -> NamedTuple:
+        """The state layout of a parameter of `shape`: the rule's (`rule.init`), built
+        from its transforms' states; a NamedTuple of `Slot`s, None for the fields such a
+        parameter does not keep."""
+        layout = self.rule.init(hyper, tuple(shape))
+        if layout is None:
+            raise TypeError(f"{self.name}: no transform of the rule keeps state (an optimizer keeps at least one "
+                            f"tensor per parameter)")
+        return layout
 
     def update(self, p, g, state: NamedTuple, hp: Hyper):
         """One parameter's update, `(p', state')`: the rule's chain started from

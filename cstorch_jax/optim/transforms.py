@@ -1,13 +1,19 @@
 """Per-parameter update transforms, composed the way optax composes its optimizers.
 
-An optimizer's rule is a chain of transforms over one parameter. Each transform is
+An optimizer's rule is a chain of transforms over one parameter. Each transform is a
+`Transform` of two functions, as an optax `GradientTransformation` is:
 
-    transform(update, state, hp) -> (update, state)
+    init(hp, shape) -> layout                      (the state this transform keeps)
+    update(update, state, hp) -> (update, state)   (also: transform(update, state, hp))
 
-with `update` an `Update` in flight, `state` the parameter's state (a NamedTuple of
-arrays, None for the fields this parameter does not keep) and `hp` the
-hyper-parameters (`Hyper`: the learning rate and weight decay as 0-d arrays, the
-frozen ones as Python values). A chain starts from
+`layout` is a NamedTuple of `spec.Slot`s saying how each state tensor of a parameter of
+`shape` starts, None for a field such a parameter does not keep; a transform that keeps
+nothing has the layout None. In `update`, `update` is an `Update` in flight, `state` the
+transform's own state (that NamedTuple, of arrays) and `hp` the hyper-parameters (`Hyper`:
+the learning rate and weight decay as 0-d arrays, the frozen ones as Python values; `init`
+gets the frozen ones, whose fields `Hyper` also answers). `chain` builds a rule's state
+from its transforms' states: their fields in chain order, each transform updating its own
+(the names are torch.optim's state-dict keys, so they must not repeat). A chain starts from
 
     Update(p=p, u=g, lr=lr)                        (lr cast to p's dtype; None if absent)
 
@@ -26,6 +32,8 @@ jnp on arrays: a Python branch only on `hp`'s frozen values and on shapes.
 """
 from __future__ import annotations
 
+import collections
+import functools
 import math
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -53,27 +61,82 @@ class Hyper:
         return getattr(self.static, name)
 
 
-Transform = Callable[[Update, NamedTuple, Hyper], tuple[Update, NamedTuple]]
+class Transform(NamedTuple):
+    """One step of a rule: `init(hp, shape)`, the layout of the state it keeps (None:
+    none), and `update(update, state, hp) -> (update, state)` (module docstring)."""
+
+    init: Callable[[Any, tuple], Optional[NamedTuple]]
+    update: Callable[[Update, Optional[NamedTuple], Hyper], tuple[Update, Optional[NamedTuple]]]
+
+    def __call__(self, update: Update, state, hp: Hyper):
+        return self.update(update, state, hp)
+
+
+def _keeps_nothing(hp, shape: tuple) -> None:
+    return None
+
+
+def stateless(update: Callable) -> Transform:
+    """A transform that keeps no state (its `update` gets None and returns it)."""
+    return Transform(_keeps_nothing, update)
+
+
+@functools.lru_cache(maxsize=None)
+def _joined_type(fields: tuple[str, ...]) -> type:
+    return collections.namedtuple("ChainState", fields)
 
 
 def chain(*transforms: Transform) -> Transform:
-    """Apply `transforms` in order."""
+    """Apply `transforms` in order. Its state is theirs, field after field in chain
+    order: the one transform's own NamedTuple when only one keeps state, else one
+    NamedTuple of all their fields (a name may not repeat)."""
 
-    def apply(update: Update, state: NamedTuple, hp: Hyper):
-        for t in transforms:
-            update, state = t(update, state, hp)
-        return update, state
+    def layouts(hp, shape):
+        return [t.init(hp, shape) for t in transforms]
 
-    return apply
+    def init(hp, shape):
+        kept = [layout for layout in layouts(hp, shape) if layout is not None]
+        if len(kept) <= 1:
+            return kept[0] if kept else None
+        fields = tuple(f for layout in kept for f in layout._fields)
+        if len(set(fields)) != len(fields):
+            raise TypeError(f"the transforms of a chain keep state fields of the same name: {fields}")
+        return _joined_type(fields)(*(v for layout in kept for v in layout))
+
+    def update(update: Update, state, hp: Hyper):
+        kept = [(i, layout) for i, layout in enumerate(layouts(hp.static, tuple(update.p.shape)))
+                if layout is not None]
+        if len(kept) <= 1:  # the chain's state is that one transform's own
+            for i, t in enumerate(transforms):
+                if kept and i == kept[0][0]:
+                    update, state = t.update(update, state, hp)
+                else:
+                    update, _ = t.update(update, None, hp)
+            return update, state
+        parts, pos = {}, 0
+        for i, layout in kept:  # each transform's fields, in chain order
+            parts[i] = type(layout)(*state[pos:pos + len(layout)])
+            pos += len(layout)
+        for i, t in enumerate(transforms):
+            update, new = t.update(update, parts.get(i), hp)
+            if i in parts:
+                parts[i] = new
+        return update, type(state)(*(v for i, _ in kept for v in parts[i]))
+
+    return Transform(init, update)
 
 
-def when(predicate: Callable[[Hyper], bool], transform: Transform) -> Transform:
-    """`transform` where `predicate(hp)` holds (a frozen hyper-parameter), else nothing."""
+def when(predicate: Callable[[Any], bool], transform: Transform) -> Transform:
+    """`transform` where `predicate(hp)` holds (a frozen hyper-parameter), else nothing
+    (and then none of its state)."""
 
-    def apply(update: Update, state: NamedTuple, hp: Hyper):
-        return transform(update, state, hp) if predicate(hp) else (update, state)
+    def init(hp, shape):
+        return transform.init(hp, shape) if predicate(hp) else None
 
-    return apply
+    def update(update: Update, state, hp: Hyper):
+        return transform.update(update, state, hp) if predicate(hp) else (update, state)
+
+    return Transform(init, update)
 
 
 def maximize() -> Transform:
@@ -82,7 +145,7 @@ def maximize() -> Transform:
     def apply(update: Update, state, hp: Hyper):
         return (update._replace(u=-update.u) if hp.maximize else update), state
 
-    return apply
+    return stateless(apply)
 
 
 def add_l2_decay() -> Transform:
@@ -92,7 +155,7 @@ def add_l2_decay() -> Transform:
         wd = hp.weight_decay.astype(update.p.dtype)
         return update._replace(u=update.u + wd * update.p), state
 
-    return apply
+    return stateless(apply)
 
 
 def decay_weights() -> Transform:
@@ -103,7 +166,7 @@ def decay_weights() -> Transform:
         wd = hp.weight_decay.astype(update.p.dtype)
         return update._replace(p=update.p * (1 - update.lr * wd)), state
 
-    return apply
+    return stateless(apply)
 
 
 def scale_by_learning_rate() -> Transform:
@@ -113,7 +176,7 @@ def scale_by_learning_rate() -> Transform:
         step = update.u if update.lr is None else update.lr * update.u
         return update._replace(p=update.p - step), state
 
-    return apply
+    return stateless(apply)
 
 
 def ema(average, value, decay):

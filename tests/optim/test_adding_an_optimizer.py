@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import REQUIRED, Algorithm, PublicOptimizer, Slot, check_hyperparameter, like_param
-from ..transforms import chain, scale_by_learning_rate
+from ..transforms import Transform, chain, scale_by_learning_rate
 
 
 class SignumHyper(NamedTuple):
@@ -43,14 +43,16 @@ class SignumState(NamedTuple):
 
 
 def scale_by_sign_of_momentum():
+    def init(hp, shape):
+        return SignumState(like_param())
+
     def apply(update, state, hp):
         m = hp.beta * state.momentum + (1 - hp.beta) * update.u
         return update._replace(u=jnp.sign(m)), SignumState(m)
-    return apply
+    return Transform(init, apply)
 
 
-SIGNUM_ALGORITHM = Algorithm("signum_update", SignumHyper, lambda hp, shape: SignumState(like_param()),
-                             chain(scale_by_sign_of_momentum(), scale_by_learning_rate()))
+SIGNUM_ALGORITHM = Algorithm("signum_update", SignumHyper, chain(scale_by_sign_of_momentum(), scale_by_learning_rate()))
 
 
 def _check(a):

@@ -23,7 +23,7 @@ import torch
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param
-from ..transforms import add_l2_decay, chain, ema, maximize, scale_by_learning_rate
+from ..transforms import Transform, add_l2_decay, chain, ema, maximize, scale_by_learning_rate
 
 
 class AdadeltaHyper(NamedTuple):
@@ -50,12 +50,11 @@ def scale_by_adadelta():
         acc_delta = ema(state.acc_delta, delta * delta, hp.rho)
         return update._replace(u=delta), AdadeltaState(state.step + 1, square_avg, acc_delta)
 
-    return apply
+    return Transform(adadelta_state, apply)
 
 
 ADADELTA_ALGORITHM = Algorithm(
-    "adadelta_update", AdadeltaHyper, adadelta_state,
-    chain(maximize(), add_l2_decay(), scale_by_adadelta(), scale_by_learning_rate()))
+    "adadelta_update", AdadeltaHyper, chain(maximize(), add_l2_decay(), scale_by_adadelta(), scale_by_learning_rate()))
 
 
 def _check(a) -> None:

@@ -39,7 +39,7 @@ import torch
 
 from ..registry import register
 from ..spec import REQUIRED, Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param, shaped
-from ..transforms import chain, ema
+from ..transforms import Transform, chain, ema
 
 
 def _rms(x):
@@ -107,10 +107,10 @@ def adafactor_step():
         wd = hp.weight_decay.astype(dt)
         return update._replace(p=p - wd * alpha * p - u), new
 
-    return apply
+    return Transform(adafactor_state, apply)
 
 
-ADAFACTOR_ALGORITHM = Algorithm("adafactor_update", AdafactorHyper, adafactor_state, chain(adafactor_step()))
+ADAFACTOR_ALGORITHM = Algorithm("adafactor_update", AdafactorHyper, chain(adafactor_step()))
 
 
 def _check(a) -> None:

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param
-from ..transforms import add_l2_decay, chain, maximize, scale_by_learning_rate
+from ..transforms import Transform, add_l2_decay, chain, maximize, scale_by_learning_rate
 
 
 class AdagradHyper(NamedTuple):
@@ -46,12 +46,11 @@ def scale_by_adagrad():
         clr = (update.lr / (1 + (t - 1) * hp.lr_decay).astype(update.p.dtype))
         return update._replace(u=g / (jnp.sqrt(total) + hp.eps), lr=clr), AdagradState(t, total)
 
-    return apply
+    return Transform(adagrad_state, apply)
 
 
 ADAGRAD_ALGORITHM = Algorithm(
-    "adagrad_update", AdagradHyper, adagrad_state,
-    chain(maximize(), add_l2_decay(), scale_by_adagrad(), scale_by_learning_rate()))
+    "adagrad_update", AdagradHyper, chain(maximize(), add_l2_decay(), scale_by_adagrad(), scale_by_learning_rate()))
 
 
 def _check(a) -> None:

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, counter, like_param, \
     steps_from_beta_powers
-from ..transforms import add_l2_decay, adam_moments, chain, decay_weights, maximize, one_minus_power, \
+from ..transforms import Transform, add_l2_decay, adam_moments, chain, decay_weights, maximize, one_minus_power, \
     scale_by_learning_rate, when
 
 
@@ -73,11 +73,11 @@ def scale_by_adam():
             denom = jnp.sqrt(v) + hp.eps
         return update._replace(u=m / denom, lr=step_size), new
 
-    return apply
+    return Transform(adam_state, apply)
 
 
 ADAM_ALGORITHM = Algorithm(
-    "adam_update", AdamHyper, adam_state,
+    "adam_update", AdamHyper,
     chain(maximize(), when(lambda hp: hp.decoupled, decay_weights()), when(lambda hp: not hp.decoupled, add_l2_decay()),
           scale_by_adam(), scale_by_learning_rate()))
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, counter, like_param, \
     steps_from_beta_powers
-from ..transforms import add_l2_decay, chain, lerp_toward, maximize, one_minus_power, scale_by_learning_rate
+from ..transforms import Transform, add_l2_decay, chain, lerp_toward, maximize, one_minus_power, scale_by_learning_rate
 
 
 class AdamaxHyper(NamedTuple):
@@ -52,12 +52,11 @@ def scale_by_adamax():
         clr = update.lr / one_minus_power(hp.beta1, t).astype(update.p.dtype)
         return update._replace(u=m / u, lr=clr), AdamaxState(t, m, u)
 
-    return apply
+    return Transform(adamax_state, apply)
 
 
 ADAMAX_ALGORITHM = Algorithm(
-    "adamax_update", AdamaxHyper, adamax_state,
-    chain(maximize(), add_l2_decay(), scale_by_adamax(), scale_by_learning_rate()))
+    "adamax_update", AdamaxHyper, chain(maximize(), add_l2_decay(), scale_by_adamax(), scale_by_learning_rate()))
 
 ADAMAX = PublicOptimizer(
     "Adamax", ADAMAX_ALGORITHM,

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param
-from ..transforms import add_l2_decay, chain, maximize
+from ..transforms import Transform, add_l2_decay, chain, maximize
 
 
 class ASGDHyper(NamedTuple):
@@ -59,10 +59,10 @@ def averaged_sgd():
         new_mu = 1 / jnp.maximum(jnp.ones_like(t), t - hp.t0)
         return update._replace(p=p), ASGDState(t, new_eta, new_mu, ax)
 
-    return apply
+    return Transform(asgd_state, apply)
 
 
-ASGD_ALGORITHM = Algorithm("asgd_update", ASGDHyper, asgd_state, chain(maximize(), add_l2_decay(), averaged_sgd()))
+ASGD_ALGORITHM = Algorithm("asgd_update", ASGDHyper, chain(maximize(), add_l2_decay(), averaged_sgd()))
 
 
 def _check(a) -> None:

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, like_param
-from ..transforms import adam_moments, chain, ema, scale_by_learning_rate
+from ..transforms import Transform, adam_moments, chain, ema, scale_by_learning_rate
 
 
 class LambHyper(NamedTuple):
@@ -57,10 +57,10 @@ def scale_by_trust_ratio():
             q = jnp.where(usable, w / jnp.where(usable, r_norm, 1.0), 1.0)
         return update._replace(u=r, lr=update.lr * q), LambState(m, v)
 
-    return apply
+    return Transform(lamb_state, apply)
 
 
-LAMB_ALGORITHM = Algorithm("lamb_update", LambHyper, lamb_state, chain(scale_by_trust_ratio(), scale_by_learning_rate()))
+LAMB_ALGORITHM = Algorithm("lamb_update", LambHyper, chain(scale_by_trust_ratio(), scale_by_learning_rate()))
 
 LAMB = PublicOptimizer(
     "Lamb", LAMB_ALGORITHM,

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_betas, check_hyperparameter, like_param
-from ..transforms import chain, decay_weights, scale_by_learning_rate
+from ..transforms import Transform, chain, decay_weights, scale_by_learning_rate
 
 
 class LionHyper(NamedTuple):
@@ -44,11 +44,10 @@ def scale_by_lion():
         direction = jnp.sign((1.0 - hp.beta1) * g + hp.beta1 * m)
         return update._replace(u=direction), LionState((1 - hp.beta2) * g + hp.beta2 * m)
 
-    return apply
+    return Transform(lion_state, apply)
 
 
-LION_ALGORITHM = Algorithm("lion_update", LionHyper, lion_state,
-                           chain(decay_weights(), scale_by_lion(), scale_by_learning_rate()))
+LION_ALGORITHM = Algorithm("lion_update", LionHyper, chain(decay_weights(), scale_by_lion(), scale_by_learning_rate()))
 
 
 def _check(a) -> None:

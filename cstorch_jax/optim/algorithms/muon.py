@@ -36,7 +36,7 @@ from jax.lax import Precision
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, like_param
-from ..transforms import chain, decay_weights, ema, scale_by_learning_rate
+from ..transforms import Transform, chain, decay_weights, ema, scale_by_learning_rate
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 NS_EPS = 1e-7
@@ -95,7 +95,7 @@ def orthogonalize_momentum():
         o = newton_schulz(u, int(hp.ns_steps)).reshape(p.shape)
         return update._replace(u=o, lr=update.lr * muon_lr_ratio(p.shape)), state
 
-    return apply
+    return Transform(muon_state, apply)
 
 
 def _check_param(p: torch.Tensor) -> None:
@@ -107,7 +107,7 @@ def _check_param(p: torch.Tensor) -> None:
             f"rest).")
 
 
-MUON_ALGORITHM = Algorithm("muon_update", MuonHyper, muon_state,
+MUON_ALGORITHM = Algorithm("muon_update", MuonHyper,
                            chain(orthogonalize_momentum(), decay_weights(), scale_by_learning_rate()),
                            check_param=_check_param)
 

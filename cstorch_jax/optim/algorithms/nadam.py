@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, check_hyperparameter, counter, \
     like_param
-from ..transforms import add_l2_decay, adam_moments, chain, one_minus_power
+from ..transforms import Transform, add_l2_decay, adam_moments, chain, one_minus_power
 
 _LOG_096 = math.log(0.96)
 
@@ -73,10 +73,10 @@ def nadam_step():
         p = p + avg_coef * (m / denom)
         return update._replace(p=p), NAdamState(t, mu_product, m, v)
 
-    return apply
+    return Transform(nadam_state, apply)
 
 
-NADAM_ALGORITHM = Algorithm("nadam_update", NAdamHyper, nadam_state, chain(add_l2_decay(), nadam_step()))
+NADAM_ALGORITHM = Algorithm("nadam_update", NAdamHyper, chain(add_l2_decay(), nadam_step()))
 
 
 def _check(a) -> None:

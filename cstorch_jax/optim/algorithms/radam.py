@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_adam_hyperparameters, counter, like_param
-from ..transforms import add_l2_decay, adam_moments, chain, one_minus_power
+from ..transforms import Transform, add_l2_decay, adam_moments, chain, one_minus_power
 
 # (k, c_k) with (2/L) * (1 - x/(e^x - 1)) = t * (1 + sum c_k x^k), x = t L, for |x| < 2 pi
 _SERIES = ((1, -1 / 6), (3, 1 / 360), (5, -1 / 15120), (7, 1 / 604800), (9, -1 / 23950080))
@@ -90,10 +90,10 @@ def rectified_adam():
         rectified = p - m_hat * lr * adaptive * rect.astype(p.dtype)
         return update._replace(p=jnp.where(rho > 5, rectified, p - m_hat * lr)), new
 
-    return apply
+    return Transform(radam_state, apply)
 
 
-RADAM_ALGORITHM = Algorithm("radam_update", RAdamHyper, radam_state, chain(add_l2_decay(), rectified_adam()))
+RADAM_ALGORITHM = Algorithm("radam_update", RAdamHyper, chain(add_l2_decay(), rectified_adam()))
 
 RADAM = PublicOptimizer(
     "RAdam", RADAM_ALGORITHM,

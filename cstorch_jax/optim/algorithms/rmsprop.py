@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param
-from ..transforms import add_l2_decay, chain, scale_by_learning_rate
+from ..transforms import Transform, add_l2_decay, chain, scale_by_learning_rate
 
 
 class RMSpropHyper(NamedTuple):
@@ -63,10 +63,10 @@ def scale_by_rms():
             return update._replace(u=buf), new._replace(momentum_buffer=buf)
         return update._replace(u=g / denom), new
 
-    return apply
+    return Transform(rmsprop_state, apply)
 
 
-RMSPROP_ALGORITHM = Algorithm("rmsprop_update", RMSpropHyper, rmsprop_state,
+RMSPROP_ALGORITHM = Algorithm("rmsprop_update", RMSpropHyper,
                               chain(add_l2_decay(), scale_by_rms(), scale_by_learning_rate()))
 
 

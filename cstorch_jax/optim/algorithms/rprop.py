@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from ..registry import register
 from ..spec import Algorithm, PublicOptimizer, Slot, check_hyperparameter, counter, like_param
-from ..transforms import chain, scale_by_learning_rate
+from ..transforms import Transform, chain, scale_by_learning_rate
 
 
 class RpropHyper(NamedTuple):
@@ -56,11 +56,10 @@ def scale_by_resilient_step():
         g = jnp.where(direction < 0, jnp.zeros_like(g), g)
         return update._replace(u=jnp.sign(g) * step_size, lr=None), RpropState(state.step + 1, g, step_size)
 
-    return apply
+    return Transform(rprop_state, apply)
 
 
-RPROP_ALGORITHM = Algorithm("rprop_update", RpropHyper, rprop_state,
-                            chain(scale_by_resilient_step(), scale_by_learning_rate()))
+RPROP_ALGORITHM = Algorithm("rprop_update", RpropHyper, chain(scale_by_resilient_step(), scale_by_learning_rate()))
 
 
 def _check(a) -> None:

@@ -17,7 +17,7 @@ from typing import NamedTuple, Optional
 
 from ..registry import register
 from ..spec import REQUIRED, Algorithm, PublicOptimizer, Slot, check_hyperparameter, like_param
-from ..transforms import add_l2_decay, chain, maximize, scale_by_learning_rate
+from ..transforms import Transform, add_l2_decay, chain, maximize, scale_by_learning_rate
 
 
 class SGDHyper(NamedTuple):
@@ -45,12 +45,11 @@ def scale_by_momentum():
         u = update.u + hp.momentum * b if hp.nesterov else b
         return update._replace(u=u), state._replace(momentum_buffer=b)
 
-    return apply
+    return Transform(sgd_state, apply)
 
 
 SGD_ALGORITHM = Algorithm(
-    "sgd_update", SGDHyper, sgd_state,
-    chain(maximize(), add_l2_decay(), scale_by_momentum(), scale_by_learning_rate()))
+    "sgd_update", SGDHyper, chain(maximize(), add_l2_decay(), scale_by_momentum(), scale_by_learning_rate()))
 
 
 def _check(a) -> None:
