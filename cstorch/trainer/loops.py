@@ -131,7 +131,7 @@ class TrainStretch:
                     if first == 0 and t.checkpoint.save_initial_checkpoint:
                         t.save_checkpoint()
                     for batch_idx, batch in enumerate(batches):
-                        t.progress.step_pending = True
+                        t.progress.start_step()
                         t.call("on_train_batch_start", t.model, batch, batch_idx)
                         size = batch_size_of(batch)
                         t.progress.take_batch(size, micro_batch_count(size, t.loop.grad_accum_steps, t.backend))

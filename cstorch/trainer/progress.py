@@ -64,6 +64,10 @@ class Progress:
     def start_stretch(self, first: int) -> None:
         self.stretch_start = first
 
+    def start_step(self) -> None:
+        """A train step begins (before `on_train_batch_start`)."""
+        self.step_pending = True
+
     def take_batch(self, batch_size: Optional[int], micro_batches: int) -> None:
         """The pending train step runs on a batch of `batch_size` samples, in
         `micro_batches` parts."""

@@ -12,7 +12,7 @@ def test_a_fit_counts_batches_from_where_the_stream_stood():
     p = Progress(global_step=4, batches_consumed=10)  # e.g. loaded: 10 batches for 4 steps (a skipped epoch end)
     p.start_fit(TrainingLoop(max_steps=7).plan(p.global_step, None, validate=False))
     assert (p.fit_start, p.fit_batches) == (4, 10)
-    p.step_pending = True
+    p.start_step()
     assert p.current_step == 5
     p.count_step()
     assert (p.global_step, p.step_pending, p.current_step) == (5, False, 5)
