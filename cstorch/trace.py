@@ -44,6 +44,7 @@ class TracedStep:
         b.run.enter_step()
         if self.program is None:
             self.program = self._compile(b, args, kwargs)
+            b.run.window.start_clock()  # the capture and compile do not make this call late
         if not b.is_e2e_execution:
             return self._not_run(b, self.program)
         return b.run.dispatch(self.program, args, kwargs)

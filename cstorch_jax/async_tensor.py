@@ -68,6 +68,12 @@ class LaunchValues:
     def launched(self) -> bool:
         return self._stacked is not None or self._each is not None
 
+    @property
+    def ready(self) -> bool:
+        """Whether the launched calls' outputs are computed (reading them would not wait)."""
+        arrays = self._stacked if self._stacked is not None else (self._each[-1] if self._each else None)
+        return arrays is not None and all(a.is_ready() for a in arrays)
+
     def set(self, arrays) -> None:
         """The launched calls' outputs, per output one array whose first axis runs over the calls."""
         self._stacked, self._launch = list(arrays), None

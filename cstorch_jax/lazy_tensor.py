@@ -9,7 +9,7 @@ of it always keeps the value, so in-place updates and views stay consistent.
 from __future__ import annotations
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_is_leaf, tree_map
 
 
 def _written_or_aliased(func) -> tuple[set, set]:
@@ -104,6 +104,20 @@ class LazyTensor(torch.Tensor):
         return self.materialize().clone()
 
 
+def map_leaves(fn, tree):
+    """`torch.utils._pytree.tree_map(fn, tree)`: the same result, with tuples, lists and
+    dicts (exactly those types: the usual step and closure arguments) walked directly,
+    without building a tree spec, and every other container left to torch's pytree."""
+    kind = type(tree)
+    if kind is tuple or kind is list:
+        return kind([map_leaves(fn, x) for x in tree])
+    if kind is dict:
+        return {k: map_leaves(fn, v) for k, v in tree.items()}
+    if isinstance(tree, torch.Tensor) or tree_is_leaf(tree):
+        return fn(tree)
+    return tree_map(fn, tree)
+
+
 def materialize(x):
     """Plain host tensors for every LazyTensor in a pytree."""
-    return tree_map(lambda t: t.materialize() if isinstance(t, LazyTensor) else t, x)
+    return map_leaves(lambda t: t.materialize() if isinstance(t, LazyTensor) else t, x)

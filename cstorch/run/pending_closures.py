@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
-import torch.utils._pytree as pytree
 
 from cstorch_jax import LazyTensor
+from cstorch_jax.lazy_tensor import map_leaves
 
 
 @dataclass
@@ -43,19 +43,27 @@ class ClosureRecorder:
         self.tensors.clear()
 
     def record(self, fn, args, kwargs, checkpoint: bool) -> None:
-        leaves, spec = pytree.tree_flatten((args, kwargs))
-        slots = []
-        for x in leaves:
+        def slot(x):
             if isinstance(x, torch.Tensor):
-                slots.append(len(self.tensors))
                 self.tensors.append(x.detach().clone())
-            else:
-                slots.append(None)
-        self.records.append((fn, spec, leaves, slots, checkpoint))
+                return _Slot(len(self.tensors) - 1)
+            return x
+
+        self.records.append((fn, map_leaves(slot, (args, kwargs)), checkpoint))
 
     def replay(self, run, outputs: list) -> None:
         """Queue every recorded closure with this step's output values on `run` (a `Run`)."""
-        for fn, spec, leaves, slots, checkpoint in self.records:
-            vals = [leaf if s is None else outputs[s] for leaf, s in zip(leaves, slots)]
-            args, kwargs = pytree.tree_unflatten(vals, spec)
+        def value(x):
+            return outputs[x.index] if type(x) is _Slot else x
+
+        for fn, template, checkpoint in self.records:
+            args, kwargs = map_leaves(value, template)
             run.queue(fn, args, kwargs, checkpoint=checkpoint)
+
+
+class _Slot:
+    """Where a recorded closure argument takes the step's output `index`."""
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index

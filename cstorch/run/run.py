@@ -37,11 +37,12 @@ from __future__ import annotations
 import logging
 import sys
 from typing import Any, Callable, Optional
+from time import perf_counter
 
 import torch
-import torch.utils._pytree as pytree
 
 from cstorch_jax import DeviceState, materialize
+from cstorch_jax.lazy_tensor import map_leaves
 
 from .pending_closures import ClosureRecorder, PendingClosure, snapshot
 from .host_edits import SyncOnTouch
@@ -99,6 +100,7 @@ class Run:
             self.sync_state_to_host()
             self._device_state.reset()  # host tensors are the truth between runs
         self._run(lambda p: p.step is None)  # closures queued before the run
+        self.window.start_clock()
 
     def batch_end(self, executor) -> None:
         if not self.pending:
@@ -106,9 +108,11 @@ class Run:
         k = executor.iteration
         if not self.backend.is_csx or executor.on_final_iteration or any(p.checkpoint for p in self.pending):
             self._run(lambda p: True)
-        else:  # the closures of the steps before k whose launch has started
-            waiting = self.window.first_iteration
-            done = k if waiting is None else min(k, waiting)
+        else:  # the closures of the steps before k whose values exist, or whose launch came before the latest
+            done = k
+            for first in (self.window.first_iteration, self.window.computing_from):
+                if first is not None:
+                    done = min(done, first)
             self._run(lambda p: p.step is None or p.step < done)
 
     def end(self, executor, failed: bool) -> None:
@@ -250,7 +254,7 @@ class Run:
             log.debug("skipping step closure %s on step %d: not an activation step",
                       getattr(fn, "__name__", fn), ex.iteration)
             return
-        args, kwargs = pytree.tree_map(snapshot, (args, kwargs))
+        args, kwargs = map_leaves(snapshot, (args, kwargs))
         self.pending.append(PendingClosure(ex.iteration if ex is not None else None, fn, args, kwargs, checkpoint))
 
     def _run(self, due: Callable[[PendingClosure], bool]) -> None:
@@ -259,7 +263,9 @@ class Run:
         for p in ready:
             if p.checkpoint:
                 self.sync_state_to_host()
+            fetch_start = perf_counter()
             args, kwargs = materialize((p.args, p.kwargs))
+            self.window.waited(perf_counter() - fetch_start)
             self._call(p.fn, p.step, args, kwargs)
 
     def _call(self, fn: Callable, iteration: Optional[int], args: tuple, kwargs: dict) -> None:

@@ -26,9 +26,10 @@ from cstorch_jax import LaunchValues, WindowTensor
 class StepWindow:
     """The calls of one compiled step waiting for their launch (module docstring)."""
 
-    #: a call that comes more than this many seconds after the previous one launches at
-    #: once (`slow_call`): the host (a slow loader, host work between the steps) takes
-    #: longer than a launch costs, so holding the call back would only leave the device idle
+    #: a call that comes more than this many seconds after the previous one (or the latest
+    #: launch) launches at once (`slow_call`): the host (a slow loader, host work between the
+    #: steps) takes longer than a launch costs, so holding the call back would only leave
+    #: the device idle. Time the host spends waiting for launched values does not count.
     SLOW_CALL_S = 0.005
 
     def __init__(self, run):
@@ -37,6 +38,8 @@ class StepWindow:
         self.batches: list[list] = []
         self.iterations: list[Optional[int]] = []  # the executor iteration of each call
         self.values: Optional[LaunchValues] = None
+        #: the latest launch: the executor iteration of its first call and its outputs
+        self.last_launch: Optional[tuple[Optional[int], LaunchValues]] = None
         #: whether the last call came more than SLOW_CALL_S after the one before
         self.slow_call = False
         self._last_call = float("-inf")
@@ -48,6 +51,29 @@ class StepWindow:
     def first_iteration(self) -> Optional[int]:
         """The executor iteration of the first call waiting for its launch (None: no call waits)."""
         return self.iterations[0] if self.iterations else None
+
+    @property
+    def computing_from(self) -> Optional[int]:
+        """The executor iteration of the first call of the latest launch while its values are
+        still being computed (None: that launch is done, or there was none). The host reads
+        nothing of it before it has to, so that it prepares the next window meanwhile."""
+        if self.last_launch is None:
+            return None
+        first, values = self.last_launch
+        if first is None or values.ready:
+            self.last_launch = None
+            return None
+        return first
+
+    def start_clock(self) -> None:
+        """The next call is late only if it comes SLOW_CALL_S after now (a run starts, a
+        step was captured and compiled)."""
+        self._last_call = perf_counter()
+
+    def waited(self, seconds: float) -> None:
+        """The host spent `seconds` waiting for values of launched calls: the device was
+        busy meanwhile, so that time does not make the next call late."""
+        self._last_call += seconds
 
     def add(self, program, batch_arrays: list, iteration: Optional[int]) -> list[WindowTensor]:
         """Add a call of `program` with these batch arrays; its outputs, to be computed.
@@ -80,6 +106,7 @@ class StepWindow:
         # taken from the window is launched, and the state is donated
         with run.interrupts.critical():
             program, batches, values = self.program, self.batches, self.values
+            self.last_launch = (self.iterations[0], values)
             self.program, self.batches, self.iterations, self.values = None, [], [], None
             ds = run.device_state
             arrays = ds.arrays(program.used_tensors, program.used_specs, program.used_names)
@@ -99,7 +126,9 @@ class StepWindow:
             else:
                 values.set_each(each)
                 program.launched[1] += n
+        self._last_call = perf_counter()  # launching (a compile, say) does not make the next call late
 
     def drop(self) -> None:
         """Forget the waiting calls (a run abandoned)."""
         self.program, self.batches, self.iterations, self.values = None, [], [], None
+        self.last_launch = None

@@ -93,6 +93,7 @@ class Run:
         for i, (x, y) in enumerate(cstorch.utils.data.DataExecutor(loader, num_steps=len(data))):
             record(step(x, y))
             if i == 0:  # what this process's devices hold of the embedding (the next step donates the array)
+                backend.run.window.launch()  # on one device the step waits in its window until launched
                 (emb,) = backend.run.device_state.device_arrays([model.tok.weight])
                 self.embedding = (emb.is_fully_addressable, [tuple(s.data.shape) for s in emb.addressable_shards])
             if save_to is not None and i + 1 == SAVE_AT:

@@ -218,3 +218,59 @@ def test_steps_per_launch_must_be_a_positive_integer():
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match="steps_per_launch"):
             cstorch.utils.data.DataExecutor(loader, num_steps=2, steps_per_launch=bad)
+
+
+def _closure_trace(monkeypatch, *, steps, steps_per_launch, device_wait_s=0.0):
+    """Train MNISTNet with a step closure per step while the device never reports a
+    launch's values as computed (`LaunchValues.ready` False) and each read of them takes
+    `device_wait_s`: (the step of each closure call, how many steps had been called when
+    it ran) in order, and the launch sizes."""
+    from cstorch_jax.async_tensor import LaunchValues
+
+    monkeypatch.setattr(LaunchValues, "ready", property(lambda self: False), raising=False)
+    if device_wait_s:
+        row = LaunchValues.row
+
+        def slow_row(self, index, r):
+            time.sleep(device_wait_s)
+            return row(self, index, r)
+
+        monkeypatch.setattr(LaunchValues, "row", slow_row)
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend("CSX")
+    model = MNISTNet()
+    compiled = cstorch.compile(model, b)
+    step = _traced_step(compiled, cstorch.optim.SGD(model.parameters(), lr=0.05))
+    called, seen = [0], []
+
+    @cstorch.step_closure
+    def record(loss, i):
+        seen.append((i, called[0]))
+
+    data = _batches(steps)
+    executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=steps,
+                                               steps_per_launch=steps_per_launch)
+    for x, y in executor:
+        record(step(x, y), executor.iteration)
+        called[0] += 1
+    return seen, dict(step.program.launched)
+
+
+def test_a_windows_closures_wait_until_the_next_window_is_launched(monkeypatch):
+    """While a window computes, the host adds the next window's calls instead of waiting
+    for its values: the closures of window w run once window w + 1 has launched (or the
+    run ends), in order, each with its own step's values."""
+    seen, launched = _closure_trace(monkeypatch, steps=12, steps_per_launch=4)
+    assert [i for i, _ in seen] == list(range(12))
+    assert [called for _, called in seen] == [8] * 4 + [12] * 8
+    assert launched == {1: 4, 4: 2}  # a count is compiled when it comes a second time
+
+
+def test_waiting_for_a_windows_values_does_not_cut_the_next_window_short(monkeypatch):
+    """A closure that waits for the device (SLOW_CALL_S and more) does not make the next
+    call late: the device was busy meanwhile, so the windows stay whole."""
+    monkeypatch.setattr(StepWindow, "SLOW_CALL_S", 0.005)
+    seen, launched = _closure_trace(monkeypatch, steps=16, steps_per_launch=4, device_wait_s=0.02)
+    assert [i for i, _ in seen] == list(range(16))
+    assert launched == {1: 4, 4: 3}
