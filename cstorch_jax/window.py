@@ -24,6 +24,26 @@ from .executable import Executable, computes_in_16_bit
 from .platform_policy import policy_for
 
 
+def loop_penalty(executable: Executable) -> str | None:
+    """Why K steps of this program as one `lax.scan` would run slower than K launches of
+    the step (None: nothing known makes them slower).
+
+    XLA:CPU compiles a convolution inside a loop body without the convolution runtime it
+    calls from a program of its own: measured with jax 0.10.2 on the 2-core CPU machine, a
+    3x3 convolution, 32 -> 64 channels, 26x26 images, batch 64, took 0.56 s for five
+    iterations of a scan against 0.06 s for five launches (forward only), 7.0 s against
+    1.0 s with its gradient."""
+    base = executable.complete()
+    if base.placement.platform != "cpu":
+        return None
+    convolutions = sorted({str(n.target) for n in base.graph_module.graph.nodes
+                           if n.op == "call_function" and "convolution" in str(n.target)})
+    if convolutions:
+        return (f"the step computes convolutions ({', '.join(convolutions)}), which XLA:CPU runs several times "
+                "slower inside a loop than in a launch of their own")
+    return None
+
+
 class StepsExecutable:
     """K steps of `executable`'s program as one compiled XLA program (module docstring)."""
 

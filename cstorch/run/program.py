@@ -14,6 +14,7 @@ takes the full check, which names what differs.
 """
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any, Optional
 
@@ -21,10 +22,13 @@ import torch
 
 from cstorch_jax import Executable, StaticGraphError, StepsExecutable, TensorSpec, UncomputedTensor
 from cstorch_jax.call_signature import TENSOR, CallSignature, OutputLayout
+from cstorch_jax.window import loop_penalty
 
 from ..state import StepState
 from .pending_closures import ClosureRecorder
 from .host_edits import StateWatch
+
+log = logging.getLogger(__name__)
 
 _Tensor = torch.Tensor
 
@@ -80,6 +84,11 @@ class StepProgram:
         no compile; at most MAX_LAUNCH_SIZES counts are compiled per program."""
         found = self._steps.get(k)
         if found is None and len(self._steps) < MAX_LAUNCH_SIZES and self._asked[k]:
+            reason = loop_penalty(self.executable) if not self._steps else None
+            if reason is not None:  # every later call launches alone (the report says 1 step per launch)
+                log.debug("launching each step alone: %s", reason)
+                self.launches_many = False
+                return None
             found = self._steps[k] = StepsExecutable(self.executable, k)
         self._asked[k] += 1
         return found

@@ -274,3 +274,53 @@ def test_waiting_for_a_windows_values_does_not_cut_the_next_window_short(monkeyp
     seen, launched = _closure_trace(monkeypatch, steps=16, steps_per_launch=4, device_wait_s=0.02)
     assert [i for i, _ in seen] == list(range(16))
     assert launched == {1: 4, 4: 3}
+
+
+def test_a_step_with_convolutions_launches_each_call_alone_on_the_cpu():
+    """XLA:CPU runs a convolution inside a loop body several times slower than in a launch
+    of its own (`cstorch_jax.window.loop_penalty`): such a step is not put in a K-step
+    loop, and computes what it computes launched alone."""
+    from cstorch_jax.window import loop_penalty
+
+    def train(steps_per_launch):
+        _reset_backend()
+        torch.manual_seed(0)
+        b = cstorch.backend("CSX")
+        model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+        compiled = cstorch.compile(model, b)
+        opt = cstorch.optim.SGD(model.parameters(), lr=0.05)
+        step = _traced_step(compiled, opt)
+        g = torch.Generator().manual_seed(1)
+        data = [(torch.randn(4, 1, 8, 8, generator=g), torch.randint(0, 10, (4,), generator=g)) for _ in range(8)]
+        losses = []
+
+        @cstorch.step_closure
+        def record(loss):
+            losses.append(loss.item())
+
+        for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=8,
+                                                    steps_per_launch=steps_per_launch):
+            record(step(x, y))
+        return losses, [p.detach().clone() for p in model.parameters()], step
+
+    alone_losses, alone_params, _ = train(1)
+    losses, params, step = train(2)
+    assert "convolution" in loop_penalty(step.program.executable)
+    assert dict(step.program.launched) == {1: 8}  # the first window of 2 runs call by call, then each alone
+    assert not step.program.launches_many
+    assert losses == alone_losses
+    for a, b in zip(params, alone_params):
+        assert torch.equal(a, b)
+    # an MLP step has nothing that makes a loop slower
+    assert loop_penalty(_train_program()) is None
+
+
+def _train_program():
+    _reset_backend()
+    b = cstorch.backend("CSX")
+    model = MNISTNet()
+    step = _traced_step(cstorch.compile(model, b), cstorch.optim.SGD(model.parameters(), lr=0.05))
+    data = _batches(1)
+    for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=1):
+        step(x, y)
+    return step.program.executable
