@@ -159,6 +159,7 @@ def run_workload(wl: Workload, backend, impl_keys, warmup: int, rounds: int, ste
         if impl.error is None:
             try:
                 impl.after_warmup()
+                impl.before_rounds(steps_per_round)
             except Exception as e:
                 impl.error = error_text(e)
         if impl.error is not None:

@@ -93,6 +93,17 @@ class StepProgram:
         self._asked[k] += 1
         return found
 
+    def prepare_steps(self, k: int) -> float:
+        """Compile now the executable of `k` calls launched together, as if the count had
+        come before (a warm-up before timed steps: nothing runs); returns the seconds its
+        compile took (0.0 where it was compiled before, or where `steps` launches the calls
+        one by one)."""
+        if k < 2 or not self.launches_many or k in self._steps:
+            return 0.0
+        self._asked[k] += 1
+        found = self.steps(k)
+        return found.compile_seconds if found is not None else 0.0
+
     @property
     def mutated_tensors(self) -> list[torch.Tensor]:
         return self.used_tensors[: self.n_mutated]

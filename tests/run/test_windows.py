@@ -324,3 +324,23 @@ def _train_program():
     for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=1):
         step(x, y)
     return step.program.executable
+
+
+def test_prepare_steps_compiles_a_count_before_it_comes():
+    """A warm-up: the count's executable exists before any window of that size, and the
+    first window of that size launches as one executable (not call by call)."""
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend("CSX")
+    model = MNISTNet()
+    step = _traced_step(cstorch.compile(model, b), cstorch.optim.SGD(model.parameters(), lr=0.05))
+    data = _batches(9)
+    executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=9,
+                                               steps_per_launch=4)
+    for i, (x, y) in enumerate(executor):
+        step(x, y)
+        if i == 0:
+            assert step.program.prepare_steps(4) > 0.0
+            assert step.program.prepare_steps(4) == 0.0  # compiled once
+            assert step.program.prepare_steps(1) == 0.0
+    assert dict(step.program.launched) == {4: 2, 1: 1}
