@@ -126,7 +126,7 @@ class StepWindow:
             else:
                 values.set_each(each)
                 program.launched[1] += n
-        self._last_call = perf_counter()  # launching (a compile, say) does not make the next call late
+        self.start_clock()  # launching (a compile, say) does not make the next call late
 
     def drop(self) -> None:
         """Forget the waiting calls (a run abandoned)."""

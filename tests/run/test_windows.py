@@ -53,6 +53,16 @@ def _traced_step(compiled, opt, sched=None):
     return step
 
 
+def _sgd_step(make_model=MNISTNet):
+    """A fresh CSX backend, a model built after seeding torch with 0, and its traced
+    cross-entropy step with SGD(lr=0.05): (model, step)."""
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend("CSX")
+    model = make_model()
+    return model, _traced_step(cstorch.compile(model, b), cstorch.optim.SGD(model.parameters(), lr=0.05))
+
+
 def _train(steps_per_launch, *, steps=11, dropout=0.0, read_every=0, edit_at=None, checkpoint_steps=None,
            model_dir=None, scheduler=False):
     """Train MNISTNet for `steps` on CSX; every step's loss (from a step closure, in call
@@ -196,14 +206,7 @@ class SlowLoader:
 
 def test_a_loader_slower_than_the_step_launches_each_call_at_once():
     """Holding calls for a window would leave the device idle while the loader works."""
-    _reset_backend()
-    torch.manual_seed(0)
-    b = cstorch.backend("CSX")
-    model = MNISTNet()
-    compiled = cstorch.compile(model, b)
-    opt = cstorch.optim.SGD(model.parameters(), lr=0.05)
-
-    step = _traced_step(compiled, opt)
+    _, step = _sgd_step()
     data = _batches(6)
     loader = cstorch.utils.data.DataLoader(lambda: SlowLoader(data, 0.03))
     for x, y in cstorch.utils.data.DataExecutor(loader, num_steps=6, steps_per_launch=4):
@@ -236,12 +239,7 @@ def _closure_trace(monkeypatch, *, steps, steps_per_launch, device_wait_s=0.0):
             return row(self, index, r)
 
         monkeypatch.setattr(LaunchValues, "row", slow_row)
-    _reset_backend()
-    torch.manual_seed(0)
-    b = cstorch.backend("CSX")
-    model = MNISTNet()
-    compiled = cstorch.compile(model, b)
-    step = _traced_step(compiled, cstorch.optim.SGD(model.parameters(), lr=0.05))
+    _, step = _sgd_step()
     called, seen = [0], []
 
     @cstorch.step_closure
@@ -283,13 +281,8 @@ def test_a_step_with_convolutions_launches_each_call_alone_on_the_cpu():
     from cstorch_jax.window import loop_penalty
 
     def train(steps_per_launch):
-        _reset_backend()
-        torch.manual_seed(0)
-        b = cstorch.backend("CSX")
-        model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
-        compiled = cstorch.compile(model, b)
-        opt = cstorch.optim.SGD(model.parameters(), lr=0.05)
-        step = _traced_step(compiled, opt)
+        model, step = _sgd_step(lambda: nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(),
+                                                      nn.Linear(4 * 6 * 6, 10)))
         g = torch.Generator().manual_seed(1)
         data = [(torch.randn(4, 1, 8, 8, generator=g), torch.randint(0, 10, (4,), generator=g)) for _ in range(8)]
         losses = []
@@ -316,10 +309,7 @@ def test_a_step_with_convolutions_launches_each_call_alone_on_the_cpu():
 
 
 def _train_program():
-    _reset_backend()
-    b = cstorch.backend("CSX")
-    model = MNISTNet()
-    step = _traced_step(cstorch.compile(model, b), cstorch.optim.SGD(model.parameters(), lr=0.05))
+    _, step = _sgd_step()
     data = _batches(1)
     for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=1):
         step(x, y)
@@ -329,11 +319,7 @@ def _train_program():
 def test_prepare_steps_compiles_a_count_before_it_comes():
     """A warm-up: the count's executable exists before any window of that size, and the
     first window of that size launches as one executable (not call by call)."""
-    _reset_backend()
-    torch.manual_seed(0)
-    b = cstorch.backend("CSX")
-    model = MNISTNet()
-    step = _traced_step(cstorch.compile(model, b), cstorch.optim.SGD(model.parameters(), lr=0.05))
+    _, step = _sgd_step()
     data = _batches(9)
     executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=9,
                                                steps_per_launch=4)

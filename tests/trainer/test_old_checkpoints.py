@@ -53,10 +53,6 @@ def _flat(tree, prefix=""):
     return {prefix.rstrip("."): tree}
 
 
-def _tensor(x) -> torch.Tensor:
-    return torch.as_tensor(x)
-
-
 def _is_tensor(x) -> bool:
     return isinstance(x, torch.Tensor) or hasattr(x, "shape")
 
@@ -79,7 +75,7 @@ def _with_values(tree, values: dict, prefix=""):
     if path not in values:
         return tree
     value = values[path]
-    return _tensor(value).to(_tensor(tree).dtype).clone() if _is_tensor(tree) else value
+    return torch.as_tensor(value).to(torch.as_tensor(tree).dtype).clone() if _is_tensor(tree) else value
 
 
 @pytest.mark.skipif(not OLD, reason="no checkpoint of an earlier release in tests/trainer/data")
@@ -92,7 +88,7 @@ def test_a_checkpoint_of_an_earlier_release_resumes_exactly(tmp_path, old):
     assert "dataloader.batches_consumed" in theirs and "global_step" in theirs and "grad_scaler.loss_scale" in theirs
     for k, a in theirs.items():
         if _is_tensor(a):
-            torch.testing.assert_close(_tensor(a), _tensor(today[k]), rtol=1e-6, atol=1e-7, msg=k)
+            torch.testing.assert_close(torch.as_tensor(a), torch.as_tensor(today[k]), rtol=1e-6, atol=1e-7, msg=k)
         else:
             assert a == today[k], k
 
@@ -110,7 +106,7 @@ def test_a_checkpoint_of_an_earlier_release_resumes_exactly(tmp_path, old):
     for k in want:
         a, b = want[k], got[k]
         if _is_tensor(a):
-            assert torch.equal(_tensor(b), _tensor(a)), k
+            assert torch.equal(torch.as_tensor(b), torch.as_tensor(a)), k
         else:
             assert b == a, k
 
