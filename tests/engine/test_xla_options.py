@@ -36,7 +36,8 @@ def _custom_fusion_ops(hlo: str) -> list[set[str]]:
 
 
 def test_compiled_step_runs_convolutions_outside_ynnpack_and_matches_torch():
-    x, w, v = torch.randn(4, 8, 10, 10), torch.randn(16, 8, 3, 3), torch.randn(16 * 8 * 8, 32)
+    g = torch.Generator().manual_seed(0)
+    x, w, v = (torch.randn(*shape, generator=g) for shape in ((4, 8, 10, 10), (16, 8, 3, 3), (16 * 8 * 8, 32)))
 
     def fn(x, w, v):
         y = torch.nn.functional.conv2d(x, w)
@@ -49,8 +50,14 @@ def test_compiled_step_runs_convolutions_outside_ynnpack_and_matches_torch():
     assert not any("convolution" in ops for ops in fusions), fusions
     assert any("dot" in ops for ops in fusions), "the dot should still go to YNNPACK"
     assert any("reduce" in ops for ops in fusions), "the sum over the convolution's output should go to YNNPACK"
-    for got, want in zip(step(x, w, v), fn(x, w, v)):
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+    # Against float64 truth, each element within a few float32 roundings of the sum of its
+    # terms' magnitudes: the outputs (~300) come from ~7,000 terms, so an element near zero
+    # carries an absolute error that a fixed tolerance cannot bound (CI once saw 3.6e-4 at 2.35).
+    truth = fn(x.double(), w.double(), v.double())
+    magnitude = fn(x.double().abs(), w.double().abs(), v.double().abs())
+    for got, want, size in zip(step(x, w, v), truth, magnitude):
+        error = (got.double() - want).abs()
+        assert (error <= 8 * torch.finfo(torch.float32).eps * size).all(), (error / size).max()
 
 
 def test_a_bfloat16_step_leaves_its_reductions_to_xla():
