@@ -445,15 +445,16 @@ csx = FlagGroup("cstorch.backends.csx", groups={
                 '`cstorch.utils.data.streamer`.'),
         "steps_per_launch": _Flag(
             int, 16, _own(_positive_int, "an integer >= 1"), effect=OWN,
-            doc="How many calls of a compiled CSX step launch together as one executable (a `lax.scan` of the "
-                "step over their batches, compiled once per count, when it comes a second time): the run "
+            doc="How many calls of a compiled CSX step launch together as one executable (a loop over their "
+                "batches whose body is the step, compiled once per count, when it comes a second time): the run "
                 "collects the calls and launches them when that many wait, at a checkpoint step, at the last "
                 "step, and whenever the host needs a value or the state first (a read of an output, a host "
                 "edit, a checkpoint closure, the end of the run). Every step computes what it computes launched "
                 "alone, bit for bit; step closures receive their values once their launch has run. 1 launches "
                 "every call at once. Read when a "
                 "`DataExecutor` run starts (`DataExecutor(steps_per_launch=...)` sets it for one run); on a "
-                "multi-device mesh every step launches alone."),
+                "multi-device mesh, and on the CPU for a step with convolutions or more than 2 GFLOP of matrix "
+                "products (where XLA's loop body costs more than a launch saves), every step launches alone."),
         "progress": _Flag(
             Any, "auto", _own(_progress_mode, 'True, False or "auto" (a bar only when stderr is a terminal)'),
             effect=OWN,

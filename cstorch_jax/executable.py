@@ -6,7 +6,9 @@ once. Its XLA program has the signature
     (mutated_state, kept_state, batch, rng_key) -> (new_mutated_state, outputs, next_rng_key)
 
 with `mutated_state` and `rng_key` donated: their buffers are reused for the new
-values, so state never exists twice on the device. `kept_state` is the state the step
+values, so state never exists twice on the device. On one device the program runs as the
+body of a loop of one trip, a count passed at run time (`step_loop.py`), so that it
+computes bit for bit what K steps in one launch (`window.StepsExecutable`) compute. `kept_state` is the state the step
 only reads; state it never touches is not an input. The program never re-traces: a
 batch of another shape or dtype is a `StaticGraphError` naming the argument and both
 shapes.
@@ -25,7 +27,7 @@ import jax
 import torch
 import torch.utils._pytree as pytree
 
-from . import compile_cache, native
+from . import compile_cache, native, step_loop
 from .capture import CapturedGraph, StepTrace, TensorSpec, finish_capture, user_decompositions
 from .dtypes import jax_dtype
 from .errors import StaticGraphError
@@ -97,8 +99,18 @@ class Executable:
             tuple(_aval(s) for s in captured.batch_specs),
             KEY_AVAL,
         )
+        if self._count:  # one device: the step as the body of a loop (step_loop.py)
+            loop = step_loop.looped(program, [_aval(s) for s in captured.output_specs])
+
+            def launched(mutated_state, kept_state, batch, rng_key, n):
+                state, outs, key = loop(mutated_state, kept_state, (batch,), rng_key, n)
+                return state, tuple(o[0] for o in outs), key
+
+            avals = self._avals + (step_loop.COUNT_AVAL,)
+        else:
+            launched, avals = program, self._avals
         t0 = time.perf_counter()
-        self.lowered = jax.jit(program, donate_argnums=(0, 3), **self._shardings()).lower(*self._avals)
+        self.lowered = jax.jit(launched, donate_argnums=(0, 3), **self._shardings()).lower(*avals)
         t1 = time.perf_counter()
         if compiled is None:
             options = policy_for(self.placement.platform).compiler_options(computes_in_16_bit(self.graph_module))
@@ -117,6 +129,19 @@ class Executable:
         ]
         self.placement = placement or SingleDevice()
         self.kept = captured.read_only
+        #: why every call of this step launches alone (None: it is the body of a loop,
+        #: `step_loop.py`, and calls launch in windows of several)
+        self.loop_penalty = ("on a mesh each step launches alone" if self.placement.state_sharding() is not None
+                             else step_loop.loop_penalty(captured.module, self.placement.platform)
+                             if captured.module is not None else None)
+        #: the trip-count argument of a launch: one trip, where the step is a loop's body
+        self._count = (step_loop.count(1),) if self.loop_penalty is None else ()
+
+    @property
+    def loops(self) -> bool:
+        """Whether the step is compiled as the body of a loop (`step_loop.py`), so that
+        several calls can launch together (`window.StepsExecutable`)."""
+        return bool(self._count)
 
     @classmethod
     def for_step(cls, trace: StepTrace, batch_names: Sequence[str] | None = None, placement=None,
@@ -182,6 +207,8 @@ class Executable:
         self.graph_module = None
         self.lowered = None
         self.compiled = cached.compiled
+        if len(self.compiled.args_info[0]) == 4:  # stored compiled alone (step_loop.loop_penalty)
+            self.loop_penalty, self._count = self.loop_penalty or "compiled alone (the compile cache's program)", ()
         self._check_interface()
         self.lower_seconds = 0.0
         self.compile_seconds = 0.0
@@ -200,7 +227,8 @@ class Executable:
         key = ((2,), canonical(jax.numpy.uint32))
         want_in = ((tuple((spec(c.state_specs[i]), True) for i in c.mutated),
                     tuple((spec(c.state_specs[i]), False) for i in self.kept),
-                    tuple((spec(s), False) for s in c.batch_specs), (key, True)), {})
+                    tuple((spec(s), False) for s in c.batch_specs), (key, True))
+                   + ((((), canonical(jax.numpy.int32)), False),) * len(self._count), {})
         want_out = (tuple(spec(c.state_specs[i]) for i in c.mutated), tuple(spec(s) for s in c.output_specs), key)
         got_in = jax.tree_util.tree_map(lambda a: ((tuple(a.shape), canonical(a.dtype)), a.donated),
                                         self.compiled.args_info)
@@ -268,4 +296,4 @@ class Executable:
 
     def __call__(self, mutated_state, kept_state, batch, rng_key):
         """Dispatch one step; returns at once with (new_mutated_state, outputs, next_key)."""
-        return self.compiled(tuple(mutated_state), tuple(kept_state), tuple(batch), rng_key)
+        return self.compiled(tuple(mutated_state), tuple(kept_state), tuple(batch), rng_key, *self._count)

@@ -234,7 +234,7 @@ class StepReport:
 
     def __init__(self, executable: Executable, name: str = "step", state_names=None, launches=None):
         """`launches`: how the run launches the step, as {calls per launch: launches so
-        far} (several calls per launch: a `lax.scan` of this program, `StepsExecutable`)."""
+        far} (several calls per launch: a loop whose body is this program, `StepsExecutable`)."""
         self.executable = executable
         self.name = name
         self.launches = dict(launches or {})
@@ -296,7 +296,7 @@ class StepReport:
     def state_placement(self) -> StatePlacement:
         """Each state input's placement and bytes per device, from the compiled program's
         input shardings (mutated state first, then the state it only reads)."""
-        mutated, kept, _, _ = self.executable.compiled.input_shardings[0]
+        mutated, kept = self.executable.compiled.input_shardings[0][:2]
         specs, rows = self.captured.state_specs, []
         indices = (*self.captured.mutated, *self.executable.kept)
         for i, sharding in zip(indices, (*mutated, *kept)):
@@ -345,7 +345,7 @@ class StepReport:
         if self.launches:
             windows = ", ".join(f"{n} x {k}" for k, n in sorted(self.launches.items(), reverse=True))
             rows.append(("steps per launch (launches x steps)",
-                         f"{windows}: several steps launch as one lax.scan of this program"))
+                         f"{windows}: several steps launch as one loop over this program"))
         return Summary(self.name, rows)
 
     def draw(self, depth: int = 3) -> "GraphDrawing":

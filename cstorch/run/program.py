@@ -14,7 +14,6 @@ takes the full check, which names what differs.
 """
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from typing import Any, Optional
 
@@ -22,13 +21,10 @@ import torch
 
 from cstorch_jax import Executable, StaticGraphError, StepsExecutable, TensorSpec, UncomputedTensor
 from cstorch_jax.call_signature import TENSOR, CallSignature, OutputLayout
-from cstorch_jax.window import loop_penalty
 
 from ..state import StepState
 from .pending_closures import ClosureRecorder
 from .host_edits import StateWatch
-
-log = logging.getLogger(__name__)
 
 _Tensor = torch.Tensor
 
@@ -74,8 +70,9 @@ class StepProgram:
         self._asked: Counter = Counter()  # launches of each count of calls asked for
         #: how many launches ran each number of calls of this program (the report shows it)
         self.launched: Counter = Counter()
-        #: whether several calls can launch as one executable (`steps`): on one device
-        self.launches_many = executable.placement.state_sharding() is None
+        #: whether several calls can launch as one executable (`steps`): where the step is
+        #: compiled as a loop's body (`Executable.loop_penalty` says why not)
+        self.launches_many = executable.loops
 
     def steps(self, k: int) -> Optional[StepsExecutable]:
         """The executable of `k` calls launched together, or None: launch them one by one.
@@ -83,12 +80,9 @@ class StepProgram:
         that comes once (a window cut short by a read, a checkpoint, the last step), costs
         no compile; at most MAX_LAUNCH_SIZES counts are compiled per program."""
         found = self._steps.get(k)
+        if not self.launches_many:  # every call launches alone (the report says 1 step per launch)
+            return None
         if found is None and len(self._steps) < MAX_LAUNCH_SIZES and self._asked[k]:
-            reason = loop_penalty(self.executable) if not self._steps else None
-            if reason is not None:  # every later call launches alone (the report says 1 step per launch)
-                log.debug("launching each step alone: %s", reason)
-                self.launches_many = False
-                return None
             found = self._steps[k] = StepsExecutable(self.executable, k)
         self._asked[k] += 1
         return found

@@ -4,7 +4,7 @@ The real system runs the training loop on the device: the host streams batches a
 receives what the step closures asked for. The run does the same with windows: it adds
 each call of a compiled step (its batch arrays) to the window and hands back the call's
 outputs at once, as `WindowTensor`s; the window launches its calls as one executable (K
-steps: a `lax.scan` of the step, `cstorch_jax.StepsExecutable`, compiled once per K, when
+steps: a loop whose body is the step, `cstorch_jax.StepsExecutable`, compiled once per K, when
 K comes a second time; one step, or a count not compiled: the step's own executable, call
 by call) when the run says so (`Run.dispatch`: the window is full, or the executor
 reached a step after which the host needs the state), and whenever the

@@ -276,10 +276,8 @@ def test_waiting_for_a_windows_values_does_not_cut_the_next_window_short(monkeyp
 
 def test_a_step_with_convolutions_launches_each_call_alone_on_the_cpu():
     """XLA:CPU runs a convolution inside a loop body several times slower than in a launch
-    of its own (`cstorch_jax.window.loop_penalty`): such a step is not put in a K-step
-    loop, and computes what it computes launched alone."""
-    from cstorch_jax.window import loop_penalty
-
+    of its own (`cstorch_jax.step_loop.loop_penalty`): such a step is compiled alone, not
+    as a loop's body, and computes what it computes launched alone."""
     def train(steps_per_launch):
         model, step = _sgd_step(lambda: nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(),
                                                       nn.Linear(4 * 6 * 6, 10)))
@@ -298,14 +296,32 @@ def test_a_step_with_convolutions_launches_each_call_alone_on_the_cpu():
 
     alone_losses, alone_params, _ = train(1)
     losses, params, step = train(2)
-    assert "convolution" in loop_penalty(step.program.executable)
-    assert dict(step.program.launched) == {1: 8}  # the first window of 2 runs call by call, then each alone
-    assert not step.program.launches_many
+    assert "convolution" in step.program.executable.loop_penalty
+    assert dict(step.program.launched) == {1: 8}
+    assert not step.program.launches_many and not step.program.executable.loops
     assert losses == alone_losses
     for a, b in zip(params, alone_params):
         assert torch.equal(a, b)
     # an MLP step has nothing that makes a loop slower
-    assert loop_penalty(_train_program()) is None
+    mlp = _train_program()
+    assert mlp.loop_penalty is None and mlp.loops
+
+
+def test_a_step_of_many_products_launches_each_call_alone_on_the_cpu(monkeypatch):
+    """Above LOOP_MAX_FLOPS of matrix products per step a window cannot make up for the
+    loop body's cost: the step is compiled alone. The count is 2 x multiply-adds of every
+    product of the step: MNISTNet (32 -> 24 -> 10, batch 8, the input needs no gradient)
+    computes fc1 forward and weight gradient (2 x 8*32*24 each) and fc2 forward, input and
+    weight gradient (2 x 8*24*10 each)."""
+    from cstorch_jax import step_loop
+
+    flops = 2 * (8 * 32 * 24) * 2 + 2 * (8 * 24 * 10) * 3
+    assert step_loop.product_flops(_train_program().captured.module) == flops
+    monkeypatch.setattr(step_loop, "LOOP_MAX_FLOPS", flops - 1)
+    executable = _train_program()
+    assert "GFLOP of matrix products" in executable.loop_penalty and not executable.loops
+    monkeypatch.setattr(step_loop, "LOOP_MAX_FLOPS", flops)
+    assert _train_program().loops
 
 
 def _train_program():
@@ -330,3 +346,159 @@ def test_prepare_steps_compiles_a_count_before_it_comes():
             assert step.program.prepare_steps(4) == 0.0  # compiled once
             assert step.program.prepare_steps(1) == 0.0
     assert dict(step.program.launched) == {4: 2, 1: 1}
+
+
+def _decoder_run(steps_per_launch, steps=9):
+    """A 1-layer GPT decoder with dropout 0.1, AdamW: every step's loss (closures) and the
+    final parameters and optimizer moments."""
+    from benchmarks.models import GPT
+
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend("CSX")
+    model = GPT(vocab=32, seq=8, d_model=16, n_heads=2, n_layers=1, dropout=0.1)
+    compiled = cstorch.compile(model, b)
+    opt = cstorch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+    g = torch.Generator().manual_seed(3)
+    data = [(t[:, :-1].contiguous(), t[:, 1:].contiguous())
+            for t in (torch.randint(0, 32, (2, 9), generator=g) for _ in range(steps))]
+    losses = []
+
+    @cstorch.trace
+    def step(idx, targets):
+        loss = compiled(idx, targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    @cstorch.step_closure
+    def record(loss):
+        losses.append(loss.item())
+
+    for idx, targets in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=steps,
+                                                        steps_per_launch=steps_per_launch):
+        record(step(idx, targets))
+    moments = [opt.state[p][k].clone() for p in model.parameters() for k in ("exp_avg", "exp_avg_sq")]
+    return losses, [p.detach().clone() for p in model.parameters()], moments, dict(step.program.launched)
+
+
+def test_windows_of_a_decoder_with_dropout_equal_one_step_at_a_time():
+    """Dropout draws a fresh mask every step inside a window, the one each step draws alone."""
+    losses_one, params_one, moments_one, _ = _decoder_run(1)
+    losses, params, moments, launched = _decoder_run(3)
+    assert launched == {1: 3, 3: 2}
+    assert losses == losses_one and len(set(losses)) == len(losses)
+    for a, b in zip(params + moments, params_one + moments_one):
+        assert torch.equal(a, b)
+
+
+def _metric_run(steps_per_launch, steps=10):
+    """MNISTNet trained with an accuracy and a mean-loss metric updated inside the step: the
+    metrics' values after the run and the last step's parameters."""
+    from cstorch.metrics import AccuracyMetric, MeanMetric
+
+    model, _ = _sgd_step()
+    compiled = cstorch.compile(model, cstorch.backend())
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.05)
+    accuracy, mean_loss = AccuracyMetric("window_accuracy"), MeanMetric("window_mean_loss")
+
+    @cstorch.trace
+    def step(x, y):
+        logits = compiled(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        accuracy(y, logits.argmax(-1))
+        mean_loss(loss)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    g = torch.Generator().manual_seed(4)
+    teacher = torch.randn(32, 10, generator=g)
+    data = [(x, (x @ teacher).argmax(-1)) for x in (torch.randn(8, 32, generator=g) for _ in range(steps))]
+    for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data), num_steps=steps,
+                                                steps_per_launch=steps_per_launch):
+        step(x, y)
+    return float(accuracy), float(mean_loss), [p.detach().clone() for p in model.parameters()], dict(
+        step.program.launched)
+
+
+def test_metrics_updated_in_windows_equal_one_step_at_a_time():
+    accuracy_one, mean_one, params_one, _ = _metric_run(1)
+    accuracy, mean, params, launched = _metric_run(4)
+    assert launched == {1: 6, 4: 1}
+    assert 0.0 < accuracy_one < 1.0
+    assert (accuracy, mean) == (accuracy_one, mean_one)
+    for a, b in zip(params, params_one):
+        assert torch.equal(a, b)
+
+
+def _interrupted_then_resumed(steps_per_launch, *, stop_after=6, steps=11, tmp_path=None):
+    """Train MNISTNet (SGD with momentum) for `steps`: the loop raises KeyboardInterrupt after
+    its `stop_after`-th call (inside a window's span); the host then holds that step's
+    state. With `tmp_path` the interrupted run's state is saved, and a new process-like
+    start (fresh backend, fresh model and optimizer, both loaded) trains the rest;
+    otherwise a new run in the same process does. Every step's loss (closures), the state
+    right after the interrupt, and the final parameters and momenta."""
+    _reset_backend()
+    torch.manual_seed(0)
+    b = cstorch.backend("CSX")
+    model = MNISTNet()
+    compiled = cstorch.compile(model, b)
+    opt = cstorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+
+    @cstorch.step_closure
+    def record(loss):
+        losses.append(loss.item())
+
+    step = _traced_step(compiled, opt)
+    data = _batches(steps)
+    executor = cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: data[:stop_after + 1]),
+                                               num_steps=stop_after + 1, steps_per_launch=steps_per_launch)
+    try:
+        for i, (x, y) in enumerate(executor):
+            record(step(x, y))
+            if i + 1 == stop_after:
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    at_interrupt = [p.detach().clone() for p in model.parameters()]
+    if tmp_path is not None:
+        ckpt = tmp_path / f"k{steps_per_launch}.mdl"
+        cstorch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, str(ckpt))
+        _reset_backend()
+        torch.manual_seed(123)  # different initial weights: the checkpoint must bring them back
+        b = cstorch.backend("CSX")
+        model = MNISTNet()
+        compiled = cstorch.compile(model, b)
+        opt = cstorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        state = cstorch.load(str(ckpt))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step = _traced_step(compiled, opt)
+    rest = data[stop_after:]
+    for x, y in cstorch.utils.data.DataExecutor(cstorch.utils.data.DataLoader(lambda: rest), num_steps=len(rest),
+                                                steps_per_launch=steps_per_launch):
+        record(step(x, y))
+    momenta = [opt.state[p]["momentum_buffer"].clone() for p in model.parameters()]
+    return losses, at_interrupt, [p.detach().clone() for p in model.parameters()], momenta
+
+
+@pytest.mark.parametrize("resumed_from_a_checkpoint", [False, True], ids=["same-process", "resumed"])
+def test_an_interrupt_inside_a_window_keeps_the_last_step_and_training_goes_on_bit_for_bit(
+        tmp_path, resumed_from_a_checkpoint):
+    where = tmp_path if resumed_from_a_checkpoint else None
+    straight = _train(1)  # 11 steps, no interrupt
+    one = _interrupted_then_resumed(1, tmp_path=where)
+    four = _interrupted_then_resumed(4, tmp_path=where)
+    assert four[0] == one[0] == [loss for _, loss in straight[0]]
+    for a, b in zip(four[1], one[1]):  # the state of step 6, not of the window's end (step 8)
+        assert torch.equal(a, b)
+    final = list(straight[2].values())
+    for a, b, c in zip(four[2], one[2], final):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    for a, b, c in zip(four[3], one[3], straight[3]):
+        assert torch.equal(a, b) and torch.equal(a, c)
+

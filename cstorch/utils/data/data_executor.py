@@ -93,8 +93,8 @@ class DataExecutor:
         profiler_activities: the `cstorch.utils.profiler.Activity` classes the run's profiler measures
             (checked now); None: the rate tracker.
         steps_per_launch: on CSX, how many calls of a compiled step launch together as one
-            executable (a `lax.scan` of the step over their batches; every step computes
-            what it would launched alone); None: the backend flag
+            executable (a loop over their batches whose body is the step; every step
+            computes what it would launched alone, bit for bit); None: the backend flag
             `cstorch.backends.csx.performance.steps_per_launch` (16). 1 launches each call
             at once.
 
