@@ -60,7 +60,10 @@ class Run:
     def __init__(self, backend):
         self.backend = backend
         self.executors: list = []
+        #: queued closures in the order they were queued; `_pending_checkpoints` counts
+        #: the checkpoint closures among them
         self.pending: list[PendingClosure] = []
+        self._pending_checkpoints = 0
         self.capturing: Optional[ClosureRecorder] = None
         #: while a closure runs: the 0-based executor iteration whose values it received
         #: (-1 for a checkpoint closure at the pre-initial step); None otherwise
@@ -99,30 +102,29 @@ class Run:
         if self._device_state is not None:
             self.sync_state_to_host()
             self._device_state.reset()  # host tensors are the truth between runs
-        self._run(lambda p: p.step is None)  # closures queued before the run
+        self._run_before(None, unstepped_only=True)  # closures queued before the run
         self.window.start_clock()
 
     def batch_end(self, executor) -> None:
         if not self.pending:
             return
-        k = executor.iteration
-        if not self.backend.is_csx or executor.on_final_iteration or any(p.checkpoint for p in self.pending):
-            self._run(lambda p: True)
+        if not self.backend.is_csx or executor.on_final_iteration or self._pending_checkpoints:
+            self._run_before(None)
         else:  # the closures of the steps before k whose values exist, or whose launch came before the latest
-            done = k
+            done = executor.iteration
             for first in (self.window.first_iteration, self.window.computing_from):
-                if first is not None:
-                    done = min(done, first)
-            self._run(lambda p: p.step is None or p.step < done)
+                if first is not None and first < done:
+                    done = first
+            self._run_before(done)
 
     def end(self, executor, failed: bool) -> None:
         if sys.is_finalizing():  # an unfinished executor collected at interpreter exit
             return
         try:
             if failed:
-                self.pending.clear()
+                self._clear_pending()
             else:
-                self._run(lambda p: True)
+                self._run_before(None)
         finally:  # the steps called before the run ended (or failed) complete: syncing launches them
             self.host_guard.clear()
             if self._device_state is not None:
@@ -222,7 +224,7 @@ class Run:
         self.window.drop()
         self.host_guard.clear()
         self.staged.clear()
-        self.pending.clear()
+        self._clear_pending()
         self.executors.clear()
         self._device_state = None
 
@@ -242,7 +244,7 @@ class Run:
                     "checkpoint closures inside the training loop (inside `for batch in DataExecutor(...)`)."
                 )
             if ex.is_pre_initial_step:  # an initial checkpoint: nothing is in flight, the host holds the state
-                self._run(lambda p: True)
+                self._run_before(None)
                 args, kwargs = materialize((args, kwargs))
                 self._call(fn, ex.iteration, args, kwargs)
                 return
@@ -256,10 +258,23 @@ class Run:
             return
         args, kwargs = map_leaves(snapshot, (args, kwargs))
         self.pending.append(PendingClosure(ex.iteration if ex is not None else None, fn, args, kwargs, checkpoint))
+        self._pending_checkpoints += checkpoint
 
-    def _run(self, due: Callable[[PendingClosure], bool]) -> None:
-        ready = [p for p in self.pending if due(p)]
-        self.pending = [p for p in self.pending if not due(p)]
+    def _run_before(self, done: Optional[int], unstepped_only: bool = False) -> None:
+        """Run, in queue order, the pending closures queued outside a step (step None) and,
+        unless `unstepped_only`, those of the steps before `done` (None: of every step).
+        Closures queued while these run wait for the next call."""
+        ready, keep = [], []
+        for p in self.pending:
+            step = p.step
+            if step is None or not (unstepped_only or (done is not None and step >= done)):
+                ready.append(p)
+            else:
+                keep.append(p)
+        if not ready:
+            return
+        self.pending = keep
+        self._pending_checkpoints -= sum(p.checkpoint for p in ready)
         for p in ready:
             if p.checkpoint:
                 self.sync_state_to_host()
@@ -267,6 +282,10 @@ class Run:
             args, kwargs = materialize((p.args, p.kwargs))
             self.window.waited(perf_counter() - fetch_start)
             self._call(p.fn, p.step, args, kwargs)
+
+    def _clear_pending(self) -> None:
+        self.pending.clear()
+        self._pending_checkpoints = 0
 
     def _call(self, fn: Callable, iteration: Optional[int], args: tuple, kwargs: dict) -> None:
         self.closure_iteration = iteration
