@@ -33,17 +33,21 @@ def test_step_overhead_quick(tmp_path):
 
 
 def test_import_time_records_its_section(tmp_path):
-    """`benchmarks.import_time --rounds 1`: a row for each case, the ratio and the load
-    average, printed and, with --out, as the start-up section of the file."""
+    """`benchmarks.import_time --rounds 1 --fit <yaml>`: a row for each case (`cszoo fit` of
+    the digits example to its model built the fourth), the ratio and the load average,
+    printed and, with --out, as the start-up section of the file."""
     md = tmp_path / "RESULTS.md"
     md.write_text("# suite results\n")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.import_time", "--rounds", "1", "--out", str(md)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.import_time", "--rounds", "1", "--out", str(md),
+                           "--fit", "examples/configs/digits.yaml"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     for text in (proc.stdout, md.read_text()):
         rows = re.findall(r"^\| `([^`]+)` \| \d+\.\d{3} \| \d+\.\d{3} \| \d+\.\d{3} \|$", text, re.M)
-        assert rows == ["import torch, jax", "import cerebras.pytorch", "cstorch --help"], text
+        assert rows == ["import torch, jax", "import cerebras.pytorch", "cstorch --help",
+                        "cszoo fit digits.yaml to the model built"], text
         assert re.search(r"takes \d+\.\d\dx the time of `import torch, jax`", text), text
+        assert re.search(r"`cszoo fit digits.yaml to the model built`: \d+\.\d\d s, from the process's start", text)
         assert re.search(r"load average \(1/5/15 min\) [\d.]+/[\d.]+/[\d.]+ before", text), text
     assert md.read_text().startswith("# suite results\n") and "<!-- section: start-up -->" in md.read_text()
 
