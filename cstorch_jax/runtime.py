@@ -47,17 +47,29 @@ class DeviceState:
 
     def arrays(self, tensors: Sequence[torch.Tensor], specs: Sequence[TensorSpec], names: Sequence[str]):
         """Device arrays of host tensors: uploaded on first use in a run, and again after
-        a host write (see the module docstring)."""
+        a host write (see the module docstring); the tensors to upload are checked first
+        and copied in one transfer (a run's first step uploads every state tensor)."""
         out = []
+        uploads = []  # (position in out, tensor, name)
         copies = self._copies
         for t, spec, name in zip(tensors, specs, names):
             copy = copies.get(id(t))
             if copy is None or copy[1] != t._version:
-                copy = self._upload(t, spec, name, stale_host=copy is not None and id(t) in self._dirty)
-            out.append(copy[0])
+                self._check_upload(t, spec, name, stale_host=copy is not None and id(t) in self._dirty)
+                uploads.append((len(out), t, name))
+                out.append(None)
+            else:
+                out.append(copy[0])
+        if uploads:
+            arrays = self.placement.state_arrays([t for _, t, _ in uploads], [name for _, _, name in uploads])
+            for (i, t, _), array in zip(uploads, arrays):
+                copies[id(t)] = (array, t._version)
+                self._tensors[id(t)] = t
+                out[i] = array
         return out
 
-    def _upload(self, t: torch.Tensor, spec: TensorSpec, name: str, stale_host: bool) -> tuple:
+    @staticmethod
+    def _check_upload(t: torch.Tensor, spec: TensorSpec, name: str, stale_host: bool) -> None:
         if stale_host:
             raise CstorchError(
                 f"state tensor {name} was written on the host while the device held newer values, so the write "
@@ -70,10 +82,6 @@ class DeviceState:
                 f"state tensor {name} was compiled as {spec} and is now {got}; a compiled step cannot change the "
                 f"shape or dtype of its state."
             )
-        (array,) = self.placement.state_arrays([t], [name])
-        copy = self._copies[id(t)] = (array, t._version)
-        self._tensors[id(t)] = t
-        return copy
 
     def update(self, tensors: Sequence[torch.Tensor], arrays: Sequence[jax.Array]) -> None:
         """Record new device values (the host copies are now stale)."""

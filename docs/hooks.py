@@ -485,6 +485,11 @@ def start_up_table() -> str:
     return recorded_section("start-up", "import_time")
 
 
+def run_length_table() -> str:
+    """Cost per step and per run, cstorch against the scan, as `python -m benchmarks.run_length` recorded."""
+    return recorded_section("run-length", "run_length")
+
+
 def ci_timings() -> str:
     """Where a recorded `.ci/run` spent its time (`tests/timings.json`, written by
     `python .ci/timings.py update .ci-stacks`): its phases, the pinned suite's test time
@@ -506,7 +511,8 @@ def ci_timings() -> str:
 #: sections of hand-written pages generated at build time: `<!-- generated: NAME -->` on a
 #: line of its own is replaced by GENERATED_SECTIONS[NAME]()
 GENERATED_SECTIONS = {"opinfo-counts": opinfo_counts, "benchmark-summary": benchmark_summary,
-                      "step-overhead": step_overhead_table, "start-up": start_up_table, "ci-timings": ci_timings}
+                      "step-overhead": step_overhead_table, "start-up": start_up_table, "run-length": run_length_table,
+                      "ci-timings": ci_timings}
 _SECTION = re.compile(r"^<!-- generated: (?P<name>[\w-]+) -->$", re.M)
 
 

@@ -52,6 +52,24 @@ def test_import_time_records_its_section(tmp_path):
     assert md.read_text().startswith("# suite results\n") and "<!-- section: start-up -->" in md.read_text()
 
 
+def test_run_length_quick_records_its_section(tmp_path):
+    """`benchmarks.run_length --quick` on MNIST: cstorch's and the scan's cost per step and
+    per run, each run length's medians, the losses checked; its section lands in the
+    markdown file next to what was there."""
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# suite results\n")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run_length", "--quick", "--workloads", "mnist",
+                           "--out", str(md)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    text = md.read_text()
+    assert text.startswith("# suite results\n") and "<!-- section: run-length -->" in text
+    num = r"-?\d+\.\d+"
+    assert re.search(rf"^\| MNIST \| {num} \| {num} \| {num} \| {num} \| {num} \| ", text, re.M), text
+    rows = re.findall(r"^\| MNIST \| ([a-z. ]+) \| [\d.]+ \| [\d.]+ \|$", text, re.M)
+    assert rows == ["cstorch pipelined", "jax.scan pipelined"], text
+    assert re.search(r"MNIST \d\.\de[-+]\d+ over \d+ steps \(tolerance", text), text
+
+
 def test_sharding_quick_records_its_section(tmp_path):
     """`benchmarks.sharding --quick` on 2 host devices: both modes, the sharded one with
     half the state per device, the same loss; its section lands in the markdown file
