@@ -118,7 +118,7 @@ class TracedStep:
         key = self._cache_key(b, state, call) if use_cache else None
         # the body runs here, once, whatever the cache finds: its op signature is the lookup's check
         trace = trace_step(step, state.tensors, batch)
-        executable = Executable.for_step(trace, call.tensor_names, b.run.placement, cache_key=key)
+        executable = Executable.for_step(trace, call.tensor_names, b.run.placement, cache_key=key, windows=True)
         trace_seconds = time.perf_counter() - t0 - executable.lower_seconds - executable.compile_seconds
         captured = executable.captured
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})

@@ -6,9 +6,11 @@ once. Its XLA program has the signature
     (mutated_state, kept_state, batch, rng_key) -> (new_mutated_state, outputs, next_rng_key)
 
 with `mutated_state` and `rng_key` donated: their buffers are reused for the new
-values, so state never exists twice on the device. On one device the program runs as the
-body of a loop of one trip, a count passed at run time (`step_loop.py`), so that it
-computes bit for bit what K steps in one launch (`window.StepsExecutable`) compute. `kept_state` is the state the step
+values, so state never exists twice on the device. A step of a run (`windows=True`: the
+CSX steps of `cstorch.trace`) runs, on one device, as the body of a loop of one trip, a
+count passed at run time (`step_loop.py`), so that it computes bit for bit what K steps in
+one launch (`window.StepsExecutable`) compute; any other program (`cstorch_jax.jit`, the
+OpInfo checks) is compiled alone, which compiles faster. `kept_state` is the state the step
 only reads; state it never touches is not an input. The program never re-traces: a
 batch of another shape or dtype is a `StaticGraphError` naming the argument and both
 shapes.
@@ -62,13 +64,14 @@ class Executable:
     """One compiled XLA program for one captured graph."""
 
     def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None, placement=None,
-                 compiled=None):
+                 compiled=None, windows: bool = False):
         """Lower `captured` and compile it (or take `compiled`, a program already compiled
-        from this graph for this placement: the compile cache's)."""
+        from this graph for this placement: the compile cache's); `windows`: a step of a
+        run, whose calls may launch several at a time (module docstring)."""
         from .lowering import to_jax_function, uses_rng  # the tables load with the first step compiled
         from .passes import for_platform  # it loads the lowerings of the channels-last ops
 
-        self._describe(captured, batch_names, placement)
+        self._describe(captured, batch_names, placement, windows)
         self.uses_rng = uses_rng(captured.module)
         n_state = len(captured.state_specs)
         mutated = captured.mutated
@@ -122,8 +125,9 @@ class Executable:
         self._trace = None  # of a program loaded from the cache (see complete)
         self._complete = None
 
-    def _describe(self, captured, batch_names, placement) -> None:
+    def _describe(self, captured, batch_names, placement, windows: bool) -> None:
         self.captured = captured
+        self._windows = windows
         self.batch_names = list(batch_names) if batch_names is not None else [
             f"input {i}" for i in range(len(captured.batch_specs))
         ]
@@ -131,7 +135,8 @@ class Executable:
         self.kept = captured.read_only
         #: why every call of this step launches alone (None: it is the body of a loop,
         #: `step_loop.py`, and calls launch in windows of several)
-        self.loop_penalty = ("on a mesh each step launches alone" if self.placement.state_sharding() is not None
+        self.loop_penalty = ("not a step of a run: each call launches alone" if not windows
+                             else "on a mesh each step launches alone" if self.placement.state_sharding() is not None
                              else step_loop.loop_penalty(captured.module, self.placement.platform)
                              if captured.module is not None else None)
         #: the trip-count argument of a launch: one trip, where the step is a loop's body
@@ -141,31 +146,31 @@ class Executable:
     def loops(self) -> bool:
         """Whether the step is compiled as the body of a loop (`step_loop.py`), so that
         several calls can launch together (`window.StepsExecutable`)."""
-        return bool(self._count)
+        return bool(self._count) and self.loop_penalty is None
 
     @classmethod
     def for_step(cls, trace: StepTrace, batch_names: Sequence[str] | None = None, placement=None,
-                 cache_key: str | None = None) -> "Executable":
+                 cache_key: str | None = None, windows: bool = False) -> "Executable":
         """The executable of a traced step (`capture.trace_step`, whose run was the only run
         of the step's body): with a `cache_key`, the compile cache's program for it
         (`lookup`); otherwise the capture is finished (`finish_capture`) and compiled, and
-        stored under `cache_key`."""
+        stored under `cache_key`. `windows`: as for the constructor."""
         placement = placement or SingleDevice()
         captured = None
         if cache_key is not None:
-            executable, captured = cls.lookup(trace, cache_key, batch_names, placement)
+            executable, captured = cls.lookup(trace, cache_key, batch_names, placement, windows)
             if executable is not None:
                 return executable
         if captured is None:
             captured = finish_capture(trace)
-        executable = cls(captured, batch_names, placement)
+        executable = cls(captured, batch_names, placement, windows=windows)
         if cache_key is not None:
             executable.save_to_cache(cache_key)
         return executable
 
     @classmethod
     def lookup(cls, trace: StepTrace, cache_key: str, batch_names: Sequence[str] | None = None,
-               placement=None) -> tuple["Executable | None", CapturedGraph | None]:
+               placement=None, windows: bool = False) -> tuple["Executable | None", CapturedGraph | None]:
         """(the compile cache's executable for `trace` under `cache_key`, or None; the
         captured graph when the lookup had to finish the capture, or None). The entry must
         be recorded with the trace's op signature and, while user decompositions are
@@ -184,14 +189,14 @@ class Executable:
         if cached is None:
             return None, captured
         try:
-            return cls.restore(cached, trace, batch_names, placement, captured), captured
+            return cls.restore(cached, trace, batch_names, placement, captured, windows), captured
         except compile_cache.EntryError as e:
             compile_cache.drop(cached.path, str(e))
             return None, captured
 
     @classmethod
     def restore(cls, cached: "compile_cache.CachedProgram", trace: StepTrace, batch_names, placement,
-                captured: CapturedGraph | None = None) -> "Executable":
+                captured: CapturedGraph | None = None, windows: bool = False) -> "Executable":
         """The executable of a cache entry (`compile_cache.load`) for `trace`: the loaded
         program, with `captured` when the graph was made (else the entry's description,
         `captured.module` None, until `complete`). EntryError when the entry does not
@@ -202,13 +207,15 @@ class Executable:
             raise compile_cache.EntryError("the entry describes other inputs or outputs than the step's")
         graph.constants = trace.constants
         self = cls.__new__(cls)
-        self._describe(captured if captured is not None else graph, batch_names, placement)
+        self._describe(captured if captured is not None else graph, batch_names, placement, windows)
         self.uses_rng = cached.uses_rng
         self.graph_module = None
         self.lowered = None
         self.compiled = cached.compiled
         if len(self.compiled.args_info[0]) == 4:  # stored compiled alone (step_loop.loop_penalty)
             self.loop_penalty, self._count = self.loop_penalty or "compiled alone (the compile cache's program)", ()
+        elif not self._count:  # stored as a loop's body: called with its trip count, launching alone here
+            self._count = (step_loop.count(1),)
         self._check_interface()
         self.lower_seconds = 0.0
         self.compile_seconds = 0.0
@@ -245,7 +252,7 @@ class Executable:
             return self
         if self._complete is None:
             captured = self.captured if isinstance(self.captured, CapturedGraph) else finish_capture(self._trace)
-            done = Executable(captured, self.batch_names, self.placement, compiled=self.compiled)
+            done = Executable(captured, self.batch_names, self.placement, compiled=self.compiled, windows=self._windows)
             done.from_cache, done.compile_seconds = True, self.compile_seconds
             self._complete = done
         return self._complete

@@ -267,9 +267,11 @@ def test_a_windows_closures_wait_until_the_next_window_is_launched(monkeypatch):
 
 def test_waiting_for_a_windows_values_does_not_cut_the_next_window_short(monkeypatch):
     """A closure that waits for the device (SLOW_CALL_S and more) does not make the next
-    call late: the device was busy meanwhile, so the windows stay whole."""
-    monkeypatch.setattr(StepWindow, "SLOW_CALL_S", 0.005)
-    seen, launched = _closure_trace(monkeypatch, steps=16, steps_per_launch=4, device_wait_s=0.02)
+    call late: the device was busy meanwhile, so the windows stay whole. (SLOW_CALL_S is
+    raised to 50 ms so that the host's own time between two calls, on a loaded machine,
+    stays below it; each wait is three times that.)"""
+    monkeypatch.setattr(StepWindow, "SLOW_CALL_S", 0.05)
+    seen, launched = _closure_trace(monkeypatch, steps=16, steps_per_launch=4, device_wait_s=0.15)
     assert [i for i, _ in seen] == list(range(16))
     assert launched == {1: 4, 4: 3}
 
