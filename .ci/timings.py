@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -83,12 +84,27 @@ def report(folder: Path) -> dict:
     return {"phases": phases, **summary, "pinned": pinned}
 
 
+def machine() -> str:
+    """The machine a run was recorded on: its CPU model and core count (the same tests take
+    1.7x as long on one 2-core host as on another: the record says which it was)."""
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines()
+                  if line.lower().startswith("model name")), platform.processor() or platform.machine())
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def update(folder: Path) -> None:
     info = report(folder)
     times = test_times(info.pop("pinned"))
     record = {
         "recorded": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+        "machine": machine(),
         **info,
         "tests": {k: round(v, 2) for k, v in sorted(times.items()) if v >= KEEP_SECONDS},
     }

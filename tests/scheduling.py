@@ -10,7 +10,7 @@
 - every other test is a group of its own.
 
 Groups start longest first, by the durations a CI run recorded (timings.json, written by
-`python .ci/timings.py --update`), so the long tests do not start last and run alone at
+`python .ci/timings.py update .ci-stacks`), so the long tests do not start last and run alone at
 the end on CI's two cores. A test not in the record counts as `DEFAULT_SECONDS`.
 """
 from __future__ import annotations
