@@ -178,6 +178,7 @@ def main(argv=None) -> int:
     if args.case is not None:
         print(json.dumps(run_case(args.case, args.n_layers)))
         return 0
+    from .report import machine
     layers = [int(v) for v in args.layers.split(",") if v.strip()]
     impls = [v.strip() for v in args.impls.split(",") if v.strip()]
     bad = sorted(set(impls) - set(IMPLS))
@@ -197,7 +198,7 @@ def main(argv=None) -> int:
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     header = [f"GPT d {CONFIG['d_model']}, {CONFIG['n_heads']} heads, seq {CONFIG['seq']}, vocab {CONFIG['vocab']}, "
               f"batch {BATCH}, AdamW; seconds to the first loss on the host, one fresh process per case, "
-              f"compile caches off; {time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, load average "
+              f"compile caches off; {time.strftime('%Y-%m-%d %H:%M %Z')}, {machine()}, load average "
               f"{load:.1f} before and {os.getloadavg()[0]:.1f} after.", ""]
     if args.out is not None:
         args.out.write_text("\n".join(["# Cold start (seconds to the first loss)", "", *header, *lines]) + "\n")
