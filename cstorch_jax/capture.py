@@ -45,8 +45,10 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from .control_flow import cond_while_captured
 from .errors import CaptureError, MaterializationError
 from .module_paths import record_module_paths
+from .subgraphs import all_graphs
 
 aten = torch.ops.aten
 
@@ -187,6 +189,8 @@ class _NoHostReads(TorchDispatchMode):
     that only check values (`_HOST_CHECKS`); records every op in `signature` when one is
     given."""
 
+    supports_higher_order_operators = True  # torch.cond & co. pass through; their subgraphs' ops come here too
+
     def __init__(self, signature: OpSignature | None = None):
         super().__init__()
         self.signature = signature
@@ -228,8 +232,8 @@ def no_host_reads(signature: OpSignature | None = None):
     patched = {name: _refuse(w, saved[name]) for name, w in what.items()}
     for name, fn in patched.items():
         setattr(torch.Tensor, name, fn)
-    try:
-        with _NoHostReads(signature):
+    try:  # torch.cond's branches are traced apart from the step: they are watched the same way
+        with _NoHostReads(signature), cond_while_captured(lambda: _NoHostReads(signature)):
             yield
     finally:
         for name, fn in saved.items():
@@ -245,15 +249,22 @@ _OUTSIDE_PARAMETER = (
 
 
 def _graph_hash(gm: torch.fx.GraphModule) -> str:
-    """sha256 of the graph's code and of every constant tensor it reads."""
-    h = hashlib.sha256(gm.code.encode())
+    """sha256 of the code of the graph and of the graphs it calls, and of every constant
+    tensor they read."""
+    h = hashlib.sha256()
+    for graph in all_graphs(gm):
+        h.update(graph.code.encode())
+        _hash_constants(h, graph)
+    return h.hexdigest()
+
+
+def _hash_constants(h, gm: torch.fx.GraphModule) -> None:
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             t = operator.attrgetter(node.target)(gm)
             if isinstance(t, torch.Tensor):
                 h.update(f"{node.target}:{t.dtype}:{tuple(t.shape)}".encode())
                 h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 _DYNAMIC_SHAPE_HINT = (
@@ -517,8 +528,9 @@ def finish_capture(trace: StepTrace) -> CapturedGraph:
         return trace.captured
     gm, n_state = trace.module, trace.n_state
     mutated = _clean(gm, n_state)
-    _views_as_copies(gm)
-    _require_static_shapes(gm)
+    for graph in all_graphs(gm):  # the step's graph and its torch.cond branches
+        _views_as_copies(graph)
+        _require_static_shapes(graph)
     state_nodes = [n for n in gm.graph.nodes if n.op == "placeholder"][:n_state]
     unused = tuple(i for i, n in enumerate(state_nodes) if not n.users and i not in mutated)
     out_node = next(n for n in gm.graph.nodes if n.op == "output")

@@ -78,6 +78,8 @@ BACKWARD = "cstorch_backward"  # key in meta["custom"]: the op runs in the backw
 
 
 class _TagOps(TorchDispatchMode):
+    supports_higher_order_operators = True  # a higher-order op (torch.cond) is tagged like any op
+
     def __init__(self, modules: _ModuleStack) -> None:
         super().__init__()
         self.modules = modules

@@ -333,6 +333,7 @@ def lowerings_page() -> str:
         families[family].append(f"`{op}`" + (" (random)" if op in RANDOM_OPS else ""))
     lines = ["# The lowering table", "",
              f"Generated from `cstorch_jax.lowering.registry.LOWERINGS`: the {len(LOWERINGS)} ATen op overloads "
+             "and torch higher-order ops (`cond`) "
              "the engine translates to `jax.numpy`, by the module that holds each lowering "
              "(`cstorch_jax/lowering/<family>.py`; the optimizer updates are in `cstorch_jax/optim/`). "
              "How they are tested, per dtype: [Op coverage](op-coverage.md).", ""]

@@ -18,13 +18,15 @@ from torch.fx.node import map_arg
 from ..dtypes import jax_dtype, to_jax
 from ..errors import CaptureError, UnsupportedOpError
 from ..module_paths import module_path
+from ..subgraphs import all_graphs
 from .registry import LOWERINGS, RANDOM_OPS
 
 
 def missing_lowerings(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
-    """{name of an ATen op of `gm` that has no lowering: module paths it comes from}."""
+    """{name of an ATen op of `gm` (or of a graph it calls) that has no lowering: module
+    paths it comes from}."""
     missing: dict[str, list[str]] = {}
-    for n in gm.graph.nodes:
+    for n in (n for g in all_graphs(gm) for n in g.graph.nodes):
         if n.op == "call_function" and n.target is not operator.getitem and n.target not in LOWERINGS:
             paths = missing.setdefault(str(n.target), [])
             path = module_path(n) or "the step function itself (outside any nn.Module)"
@@ -42,7 +44,16 @@ def _describe_missing(missing: dict[str, list[str]]) -> str:
 
 
 def uses_rng(gm: torch.fx.GraphModule) -> bool:
-    return any(n.op == "call_function" and n.target in RANDOM_OPS for n in gm.graph.nodes)
+    """Whether `gm` or a graph it calls has a random op."""
+    return any(n.op == "call_function" and n.target in RANDOM_OPS for g in all_graphs(gm) for n in g.graph.nodes)
+
+
+def _draws(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    """Whether the node takes a key: a random op, or a higher-order op whose graphs draw."""
+    if node.target in RANDOM_OPS:
+        return True
+    called = [operator.attrgetter(a.target)(gm) for a in node.all_input_nodes if a.op == "get_attr"]
+    return any(isinstance(g, torch.fx.GraphModule) and uses_rng(g) for g in called)
 
 
 def _conform(value, meta, node) -> Any:
@@ -61,7 +72,8 @@ def _conform(value, meta, node) -> Any:
 
 
 def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
-    """`f(rng_key, *inputs) -> list of outputs`, pure and traceable by jax.jit.
+    """`f(rng_key, *inputs) -> list of outputs` (a graph that returns one tensor, as a
+    `torch.cond` branch may: that array), pure and traceable by jax.jit.
 
     `rng_key` is a raw uint32[2] key; the i-th random node of the graph draws from
     `fold_in(rng_key, i)`.
@@ -77,6 +89,7 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
     consts = {
         n.target: operator.attrgetter(n.target)(gm) for n in nodes if n.op == "get_attr"
     }
+    drawing = {n for n in nodes if n.op == "call_function" and _draws(n, gm)}
 
     def run(rng_key, *inputs):
         env: dict[torch.fx.Node, Any] = {}
@@ -96,14 +109,15 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
                     continue
                 fn = LOWERINGS[node.target]
                 args, kwargs = load(node.args), load(node.kwargs)
-                if node.target in RANDOM_OPS:
+                if node in drawing:
                     kwargs = {**kwargs, "key": jax.random.fold_in(rng_key, random_index)}
                     random_index += 1
                 with jax.named_scope(node.name):
                     out = fn(*args, **kwargs)
                 env[node] = _conform(out, node.meta.get("val"), node)
-            elif node.op == "output":
-                return list(load(node.args[0]))
+            elif node.op == "output":  # a step's graph returns a list; a branch's may return one tensor
+                out = load(node.args[0])
+                return list(out) if isinstance(out, (list, tuple)) else out
             else:
                 raise CaptureError(f"unexpected fx node kind {node.op!r} ({node.name})")
         raise CaptureError("graph has no output node")
