@@ -1,22 +1,24 @@
 """`torch.cond` while a step is captured.
 
-Outside a capture, `torch.cond` runs through TorchDynamo (`torch.compile` of a wrapper of
-the `cond` higher-order op). Inside cstorch's capture that path is wrong twice over: Dynamo
-skips the frame because cstorch's dispatch modes are active, and caches that decision, so
-the user's later eager `torch.cond` calls fail ("torch.* op returned non-Tensor"); and the
-gradient of a branch that returns one tensor (not a tuple) fails in torch's joint-graph
-code ("object of type 'bool' has no len()"). While a step is traced, `torch.cond` is
-therefore `captured_cond`: the same contract, calling the higher-order op directly with
-flat operands and branches that return flat tuples, then rebuilding what the branches
-return. Tensors a branch reads without taking them as operands (a module's parameters, in
-`lambda x: self.linear(x)`) become operands of the op as Dynamo would lift them: a first
-run of the branch on meta tensors (`_free_tensors`) finds them, and in the
-traced branch every use of such a tensor is the operand (`_Substitute`), so gradients reach
-the parameters through the conditional. Each branch runs inside `watch()`, which the capture sets to record the branch's
-ops in the step's op signature (the compile cache's check: a change inside a branch is a
-change of the step) and to refuse host reads there as in the rest of the step. The graph
-holds one `torch.ops.higher_order.cond` node, its branches as subgraphs; the lowering makes
-it a `jax.lax.cond` (`lowering/control_flow.py`).
+Outside a capture `torch.cond` runs through TorchDynamo. Inside cstorch's capture that path
+fails twice: Dynamo skips the frame (cstorch's dispatch modes are active) and caches that
+decision, which breaks the user's later eager `torch.cond` ("torch.* op returned
+non-Tensor"); and the gradient of a branch that returns one tensor fails in torch's
+joint-graph code ("object of type 'bool' has no len()"). So while a step is traced,
+`torch.cond` is `captured_cond`, with the same contract:
+
+- it calls the `cond` higher-order op directly, with flat operands and branches that return
+  flat tuples, and rebuilds what the branches return;
+- the tensors a branch reads without taking them as operands (a module's parameters in
+  `lambda x: self.linear(x)`) become operands, as Dynamo would lift them: a run of the
+  branch on meta tensors finds them (`_free_tensors`), and in the traced branch every use
+  of one is the operand (`_Substitute`), so gradients reach the parameters;
+- each branch runs inside `watch()`, which the capture sets to record the branch's ops in
+  the step's op signature (a change inside a branch is a change of the step for the compile
+  cache) and to refuse host reads there as in the rest of the step.
+
+The graph holds one `torch.ops.higher_order.cond` node with its branches as subgraphs; the
+lowering makes it a `jax.lax.cond` (`lowering/control_flow.py`).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from typing import Callable, ContextManager, Iterator
 
 import torch
 import torch.utils._pytree as pytree
-
+from torch._higher_order_ops.cond import cond_op
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -65,9 +67,7 @@ def captured_cond(pred, true_fn: Callable, false_fn: Callable, operands=(), *,
         branch.__name__ = f"{name}_branch"
         return branch
 
-    from torch._higher_order_ops.cond import cond_op
-
-    from torch._dynamo.exc import CondOpArgsMismatchError  # loaded with the capture's tracer
+    from torch._dynamo.exc import CondOpArgsMismatchError  # Dynamo loads with the first capture, not at import
 
     try:
         out = cond_op(pred.reshape(()).to(torch.bool), flat_branch("true", true_fn), flat_branch("false", false_fn),
@@ -118,7 +118,8 @@ class _Discover(TorchFunctionMode):
 def _free_tensors(fn: Callable, flat: list[torch.Tensor], spec) -> list[torch.Tensor]:
     """The tensors `fn` reads besides its operands, found by running it on meta tensors.
     A branch that cannot run so (it reads a value on the host, or an op has no meta kernel)
-    runs once as the step's own code, which raises the capture's error for what it does."""
+    runs once as the step's own code, which raises the capture's error for what it does
+    (if it runs, the tensors found up to the failure are the ones lifted)."""
     discover = _Discover()
     operands = [discover.meta(t) for t in flat]  # outside the mode: reading their shapes is no use
     try:
