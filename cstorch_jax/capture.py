@@ -45,6 +45,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from .compile_regions import regions_inline
 from .control_flow import cond_while_captured
 from .errors import CaptureError, MaterializationError
 from .module_paths import record_module_paths
@@ -488,7 +489,7 @@ def _functional_step(fn, n_state: int, requires_grad: list[bool], signature: lis
 def _tracing_modes():
     """What a step is traced under (module docstring); fake tracing's errors made cstorch's."""
     with _data_dependence_is_an_error(), enable_python_dispatcher(), sdpa_kernel(SDPBackend.MATH):
-        with _tracing_as_torch_export_does():
+        with _tracing_as_torch_export_does(), regions_inline():
             yield
 
 
