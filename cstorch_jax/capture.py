@@ -190,7 +190,7 @@ class _NoHostReads(TorchDispatchMode):
     that only check values (`_HOST_CHECKS`); records every op in `signature` when one is
     given."""
 
-    supports_higher_order_operators = True  # torch.cond & co. pass through; their subgraphs' ops come here too
+    supports_higher_order_operators = True  # torch.cond passes through (captured_cond watches its branches)
 
     def __init__(self, signature: OpSignature | None = None):
         super().__init__()
@@ -233,8 +233,8 @@ def no_host_reads(signature: OpSignature | None = None):
     patched = {name: _refuse(w, saved[name]) for name, w in what.items()}
     for name, fn in patched.items():
         setattr(torch.Tensor, name, fn)
-    try:  # torch.cond's branches are traced apart from the step: they are watched the same way
-        with _NoHostReads(signature), cond_while_captured(lambda: _NoHostReads(signature)):
+    try:
+        with _NoHostReads(signature):
             yield
     finally:
         for name, fn in saved.items():
@@ -571,7 +571,9 @@ def _run_step(fn, n_state: int, signature: list, *flat):
     (*state, *outputs); appends the step's `OpSignature` to `signature`."""
     st = list(flat[:n_state])
     ops = OpSignature(flat)
-    with no_host_reads(ops), record_module_paths(), _ContiguousLinalgInputs():
+    # torch.cond's branches are traced apart from the step's ops: they are watched the same way
+    with no_host_reads(ops), cond_while_captured(lambda: _NoHostReads(ops)), record_module_paths(), \
+            _ContiguousLinalgInputs():
         outs = list(fn(st, list(flat[n_state:])))
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
