@@ -455,6 +455,13 @@ csx = FlagGroup("cstorch.backends.csx", groups={
                 "`DataExecutor` run starts (`DataExecutor(steps_per_launch=...)` sets it for one run); on a "
                 "multi-device mesh, and on the CPU for a step with convolutions or more than 2 GFLOP of matrix "
                 "products (where XLA's loop body costs more than a launch saves), every step launches alone."),
+        "trace_repeated_layers": _Flag(
+            bool, True, effect=OWN,
+            doc="True: while a step is captured, the children of a model's `ModuleList` or `Sequential` that "
+                "share a class are traced once per structure and called as one graph per layer (forward and "
+                "backward; `cstorch_jax.repeated_blocks`), so a deep model's capture no longer grows with the "
+                "cost of tracing every layer; the numbers are those of the unrolled step. False traces every "
+                "layer (the path before; for comparisons). Read when a step is captured."),
         "progress": _Flag(
             Any, "auto", _own(_progress_mode, 'True, False or "auto" (a bar only when stderr is a terminal)'),
             effect=OWN,

@@ -18,9 +18,11 @@ from typing import Any, Callable, Optional
 import cstorch_jax
 from cstorch_jax import Executable, TensorSpec, compile_cache
 from cstorch_jax.call_signature import CallSignature, OutputLayout
-from cstorch_jax.capture import trace_step
+from cstorch_jax.capture import decompositions, trace_step
+from cstorch_jax.repeated_blocks import trace_repeated_blocks
 
 from . import _backend, amp
+from .backends import csx as csx_flags
 from .optim import if_finite
 from .run import StepProgram
 from .run.pending_closures import ClosureRecorder
@@ -106,7 +108,8 @@ class TracedStep:
             a, kw = call.rebuild(batch)
             b.run.capturing = recorder
             try:
-                with state.bind(traced_state), amp.precision.capture_autocast():
+                with state.bind(traced_state), amp.precision.capture_autocast(), \
+                        trace_repeated_blocks(self._repeated_block_models(state), decompositions()):
                     result = self.fn(*a, **kw)
             finally:
                 b.run.capturing = None
@@ -124,6 +127,13 @@ class TracedStep:
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return StepProgram(executable, state, call, out_info["layout"], out_info["n_user"], recorder, trace_seconds,
                            self.__name__)
+
+    @staticmethod
+    def _repeated_block_models(state: StepState) -> list:
+        """The models whose repeated layers are traced once (`performance.trace_repeated_layers`)."""
+        if not csx_flags.performance.trace_repeated_layers:
+            return []
+        return [m.module for m in state.objects("model")]
 
     def _not_run(self, b, prog: StepProgram):
         """Compile-only / validate-only: the step's outputs have a shape and a dtype but

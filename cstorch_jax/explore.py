@@ -190,6 +190,17 @@ def op_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return [n for n in gm.graph.nodes if n.op == "call_function"]
 
 
+def repeated_blocks(gm: torch.fx.GraphModule) -> list[tuple[str, int, int]]:
+    """(name, calls, ops) of every graph the step calls once per repeated layer (an
+    `invoke_subgraph` node per call, `cstorch_jax.repeated_blocks`): each graph once, with
+    its number of calls and of ATen ops."""
+    calls: collections.Counter = collections.Counter()
+    for n in op_nodes(gm):
+        if n.target is torch.ops.higher_order.invoke_subgraph:
+            calls[n.args[0].target] += 1
+    return [(name, count, len(op_nodes(getattr(gm, name)))) for name, count in calls.items()]
+
+
 class OpTable:
     """Counts of (ATen op, module path) over a captured graph's op nodes."""
 
@@ -342,6 +353,10 @@ class StepReport:
             ("graph hash", self.captured.graph_hash[:16]),
             ("lower + compile s", f"{self.executable.lower_seconds:.2f} + {self.executable.compile_seconds:.2f}"),
         ]
+        blocks = repeated_blocks(self.captured.module)
+        if blocks:
+            rows.append(("repeated layers (graph: calls x ops)",
+                         ", ".join(f"{name}: {calls} x {ops}" for name, calls, ops in blocks)))
         if self.launches:
             windows = ", ".join(f"{n} x {k}" for k, n in sorted(self.launches.items(), reverse=True))
             rows.append(("steps per launch (launches x steps)",

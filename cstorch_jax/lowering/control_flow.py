@@ -7,6 +7,9 @@ cond node is given (`interpreter`: the node's place among the graph's random nod
 """
 from __future__ import annotations
 
+import weakref
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -26,3 +29,20 @@ def cond(pred, true_fn, false_fn, operands, key=None):
         return (on_true if pred else on_false)(key, *operands)
     return jax.lax.cond(jnp.asarray(pred).reshape(()).astype(bool), lambda ops: on_true(key, *ops),
                         lambda ops: on_false(key, *ops), operands)
+
+
+_FUNCTIONS: "weakref.WeakKeyDictionary[torch.fx.GraphModule, Callable]" = weakref.WeakKeyDictionary()
+
+
+@register(torch.ops.higher_order.invoke_subgraph)
+def invoke_subgraph(subgraph, identifier, *operands, key=None, first_draw=0):
+    """`subgraph(*operands)`, a graph the step calls once per repeated layer
+    (`cstorch_jax.repeated_blocks`): lowered once, as one jitted jax function, so jax traces
+    it once however many layers call it. Its random ops draw as they would inlined at the
+    call (`interpreter.INLINE_DRAWS`): from `key`, at indices from `first_draw` on."""
+    fn = _FUNCTIONS.get(subgraph)
+    if fn is None:
+        run = to_jax_function(subgraph)
+        fn = _FUNCTIONS[subgraph] = jax.jit(lambda key, first_draw, *ops: run(key, *ops, first_draw=first_draw))
+    key = jnp.zeros((2,), jnp.uint32) if key is None else key
+    return fn(key, jnp.uint32(first_draw), *operands)

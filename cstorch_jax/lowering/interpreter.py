@@ -24,14 +24,28 @@ from .registry import LOWERINGS, RANDOM_OPS
 
 def missing_lowerings(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
     """{name of an ATen op of `gm` (or of a graph it calls) that has no lowering: module
-    paths it comes from}."""
+    paths it comes from}; an op of a called graph that carries no path of its own (a
+    repeated layer's graph, traced apart) comes from the module of its first call."""
     missing: dict[str, list[str]] = {}
-    for n in (n for g in all_graphs(gm) for n in g.graph.nodes):
-        if n.op == "call_function" and n.target is not operator.getitem and n.target not in LOWERINGS:
-            paths = missing.setdefault(str(n.target), [])
-            path = module_path(n) or "the step function itself (outside any nn.Module)"
-            if path not in paths:
-                paths.append(path)
+    seen: set[int] = set()
+
+    def walk(graph: torch.fx.GraphModule, caller: str | None) -> None:
+        seen.add(id(graph))
+        for n in graph.graph.nodes:
+            if n.op != "call_function" or n.target is operator.getitem:
+                continue
+            path = module_path(n) or caller
+            if n.target not in LOWERINGS:
+                paths = missing.setdefault(str(n.target), [])
+                where = path or "the step function itself (outside any nn.Module)"
+                if where not in paths:
+                    paths.append(where)
+            for a in n.all_input_nodes:
+                sub = operator.attrgetter(a.target)(graph) if a.op == "get_attr" else None
+                if isinstance(sub, torch.fx.GraphModule) and id(sub) not in seen:
+                    walk(sub, path)
+
+    walk(gm, None)
     return dict(sorted(missing.items()))
 
 
@@ -56,6 +70,25 @@ def _draws(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     return any(isinstance(g, torch.fx.GraphModule) and uses_rng(g) for g in called)
 
 
+#: higher-order ops whose graph draws as if it were inlined: the call's random ops take the
+#: indices the same ops take in the unrolled graph (`first_draw`), so a repeated layer's
+#: dropout masks are those of the unrolled step
+INLINE_DRAWS = {torch.ops.higher_order.invoke_subgraph}
+
+
+def draw_count(gm: torch.fx.GraphModule) -> int:
+    """How many random indices the nodes of `gm` take (an inlined call: those of its graph)."""
+    count = 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target in INLINE_DRAWS:
+            count += draw_count(operator.attrgetter(node.args[0].target)(gm))
+        elif _draws(node, gm):
+            count += 1
+    return count
+
+
 def _conform(value, meta, node) -> Any:
     """Check a lowering's result against torch's fake value for the node; cast dtype."""
     if isinstance(meta, torch.Tensor):
@@ -72,11 +105,12 @@ def _conform(value, meta, node) -> Any:
 
 
 def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
-    """`f(rng_key, *inputs) -> list of outputs` (a graph that returns one tensor, as a
-    `torch.cond` branch may: that array), pure and traceable by jax.jit.
+    """`f(rng_key, *inputs, first_draw=0) -> list of outputs` (a graph that returns one
+    tensor, as a `torch.cond` branch may: that array), pure and traceable by jax.jit.
 
     `rng_key` is a raw uint32[2] key; the i-th random node of the graph draws from
-    `fold_in(rng_key, i)`.
+    `fold_in(rng_key, first_draw + i)`, where a call of an `INLINE_DRAWS` op counts as
+    its graph's nodes (`draw_count`) and any other higher-order op as one node.
     """
     missing = missing_lowerings(gm)
     if missing:
@@ -91,10 +125,13 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
     }
     drawing = {n for n in nodes if n.op == "call_function" and _draws(n, gm)}
 
-    def run(rng_key, *inputs):
+    inlined = {n: draw_count(operator.attrgetter(n.args[0].target)(gm))
+               for n in nodes if n.op == "call_function" and n.target in INLINE_DRAWS}
+
+    def run(rng_key, *inputs, first_draw=0):
         env: dict[torch.fx.Node, Any] = {}
         args_iter = iter(inputs)
-        random_index = 0
+        random_index = first_draw
         load = lambda a: map_arg(a, lambda n: env[n])  # noqa: E731
         for node in nodes:
             if node.op == "placeholder":
@@ -109,7 +146,10 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
                     continue
                 fn = LOWERINGS[node.target]
                 args, kwargs = load(node.args), load(node.kwargs)
-                if node in drawing:
+                if node in inlined:
+                    kwargs = {**kwargs, "key": rng_key, "first_draw": random_index}
+                    random_index += inlined[node]
+                elif node in drawing:
                     kwargs = {**kwargs, "key": jax.random.fold_in(rng_key, random_index)}
                     random_index += 1
                 with jax.named_scope(node.name):

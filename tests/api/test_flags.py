@@ -255,5 +255,5 @@ def test_every_flag_says_what_it_does_here():
         if flag.effect == OWN:
             own.add(path[len("cstorch.backends."):])
     assert own == {"csx.performance.prefetch_batches", "csx.performance.progress", "csx.cluster.shard_state",
-                   "csx.performance.steps_per_launch"}
+                   "csx.performance.steps_per_launch", "csx.performance.trace_repeated_layers"}
     assert own.isdisjoint(FLAGS)
