@@ -457,8 +457,8 @@ csx = FlagGroup("cstorch.backends.csx", groups={
                 "products (where XLA's loop body costs more than a launch saves), every step launches alone."),
         "trace_repeated_layers": _Flag(
             bool, True, effect=OWN,
-            doc="True: while a step is captured, the children of a model's `ModuleList` or `Sequential` that "
-                "share a class are traced once per structure and called as one graph per layer (forward and "
+            doc="True: while a step is captured, the children of a model's `ModuleList` or `Sequential` of "
+                "which at least 4 share their class and structure are traced once and called as one graph per layer (forward and "
                 "backward; `cstorch_jax.repeated_blocks`), so a deep model's capture no longer grows with the "
                 "cost of tracing every layer; the numbers are those of the unrolled step. False traces every "
                 "layer (the path before; for comparisons). Read when a step is captured."),

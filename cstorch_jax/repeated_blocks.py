@@ -6,7 +6,7 @@ milliseconds per op, per layer. While a step is captured inside `trace_repeated_
 each child of a `ModuleList` (or `Sequential`) with at least `MIN_REPEATS` siblings of its structure runs
 through `_Blocks.call` instead of its own forward:
 
-- its first call with a given `BlockKey` (the block's structure: every submodule's class,
+- its first call with a given key (the block's structure: every submodule's class,
   mode and plain attributes; the shapes, dtypes and `requires_grad` of its parameters,
   buffers and tensor arguments; its other arguments; grad mode and autocast) traces the
   block alone, on fake tensors, into a joint forward-backward graph (`aot_export_joint_simple`
@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import operator
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -150,13 +151,19 @@ def _untag(gm: torch.fx.GraphModule) -> None:
 
 
 def _digest(*graphs: torch.fx.GraphModule | None) -> str:
+    """A digest of the graphs' code and of the values of the tensors they hold (constants
+    the block created, read through `get_attr` nodes)."""
     h = hashlib.sha256()
     for g in graphs:
-        if g is not None:
-            h.update(g.code.encode())
-            for name, buf in sorted(g.named_buffers()):
+        if g is None:
+            continue
+        h.update(g.code.encode())
+        for node in g.graph.nodes:
+            value = operator.attrgetter(node.target)(g) if node.op == "get_attr" else None
+            if isinstance(value, torch.Tensor):
                 with torch.no_grad():
-                    h.update(name.encode() + buf.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+                    data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+                h.update(node.target.encode() + data)
     return h.hexdigest()[:16]
 
 
