@@ -46,6 +46,8 @@ from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .capture import _value_digest
+
 log = logging.getLogger("cstorch")
 
 _PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device)
@@ -161,9 +163,7 @@ def _digest(*graphs: torch.fx.GraphModule | None) -> str:
         for node in g.graph.nodes:
             value = operator.attrgetter(node.target)(g) if node.op == "get_attr" else None
             if isinstance(value, torch.Tensor):
-                with torch.no_grad():
-                    data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-                h.update(node.target.encode() + data)
+                h.update(f"{node.target}={_value_digest(value)}".encode())
     return h.hexdigest()[:16]
 
 
