@@ -6,10 +6,11 @@ milliseconds per op, per layer. While a step is captured inside `trace_repeated_
 each child of a `ModuleList` (or `Sequential`) with at least `MIN_REPEATS` siblings of its structure runs
 through `_Blocks.call` instead of its own forward:
 
-- its first call with a given key (the block's structure: every submodule's class,
-  mode and plain attributes; the shapes, dtypes and `requires_grad` of its parameters,
-  buffers and tensor arguments; its other arguments; grad mode and autocast) traces the
-  block alone, on fake tensors, into a joint forward-backward graph (`aot_export_joint_simple`
+- its first call with a given key (the block's structure: every submodule's class, mode
+  and plain attributes, the helper objects it holds (a config, an initializer) by their
+  class and plain state; the shapes, dtypes and `requires_grad` of its parameters, buffers
+  and tensor arguments; the layout of its other arguments; grad mode and autocast) traces
+  the block alone, on fake tensors, into a joint forward-backward graph (`aot_export_joint_simple`
   with cstorch's decompositions) that `default_partition` splits into a forward graph
   `(*params, *buffers, *tensor args) -> (*outputs, *saved)` and a backward graph
   `(*saved, *output grads) -> (grads of the params, buffers and tensor args)`: the forward's
@@ -19,6 +20,12 @@ through `_Blocks.call` instead of its own forward:
   `invoke_subgraph` node calling the backward graph. The step's graph holds each graph
   once (torch's `TracingContext` caches the subgraph by its identifier, a digest of the
   graphs' code, which also enters the step's op signature).
+
+A block called with plain (non-tensor) arguments runs its first call of a key unrolled: the
+second call decides. If it passes the same values, it and the later calls go through the
+traced graphs; if not (a layer index, as the Model Zoo's decoder layers take), every call of
+that key runs unrolled, since only a trace of each value could show that the values do not
+change the graph, and per-layer traces cost more than the unrolled layers.
 
 So the step's trace costs one block trace plus a node per call; the lowering lowers each
 graph once (`lowering/control_flow.py`). The numbers are those of the unrolled program:
@@ -33,7 +40,9 @@ per block class and reason.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import inspect
 import logging
 import operator
 from dataclasses import dataclass
@@ -68,14 +77,26 @@ class TracedBlock:
     out_spec: pytree.TreeSpec
 
 
-def _plain(value) -> object:
-    """A value's part in a block's key: itself when it is plain data, else its identity
-    (two blocks holding different objects are not assumed to trace alike)."""
+def _plain(value, depth: int = 0) -> object:
+    """A value's part in a block's key: itself when it is plain data; a helper object that
+    holds plain data (a config, an initializer: its `__dict__`, looked into at most
+    `_OBJECT_DEPTH` deep) by its class and that data, so that layers holding equal helpers
+    of their own key alike (what a helper does is its class's code on its state); anything
+    else by its identity (two blocks holding different tensors, functions or other objects
+    are not assumed to trace alike)."""
     if isinstance(value, _PLAIN):
         return value
     if isinstance(value, (tuple, list)):
-        return type(value).__name__, tuple(_plain(v) for v in value)
+        return type(value).__name__, tuple(_plain(v, depth) for v in value)
+    if (depth < _OBJECT_DEPTH and isinstance(getattr(value, "__dict__", None), dict) and not inspect.isroutine(value)
+            and not isinstance(value, (torch.Tensor, torch.nn.Module, type, functools.partial))):
+        state = tuple(sorted((k, _plain(v, depth + 1)) for k, v in vars(value).items()))
+        return "object", type(value).__module__, type(value).__qualname__, state
     return type(value).__qualname__, id(value)
+
+
+#: how deep `_plain` looks into the helper objects a block holds (objects in objects)
+_OBJECT_DEPTH = 4
 
 
 _MODULE_INTERNALS = frozenset({
@@ -122,6 +143,14 @@ def _operands(block: torch.nn.Module, args: tuple, kwargs: dict):
         else:
             slots.append(("value", a))
     return names, tensors, inputs, (tuple(slots), spec)
+
+
+def _split_values(slots: tuple) -> tuple[tuple, tuple]:
+    """(the argument slots with their plain values left out, those values): calls of one
+    structure that differ only in these values (a layer index) trace alike only if the
+    values do not matter, which only a trace of each value shows."""
+    return (tuple(s if s[0] == "tensor" else ("value",) for s in slots),
+            tuple(s[1] for s in slots if s[0] == "value"))
 
 
 def _fake_like(mode: FakeTensorMode, t: torch.Tensor) -> torch.Tensor:
@@ -236,6 +265,7 @@ class _Blocks:
     def __init__(self, decompositions: dict):
         self.decompositions = decompositions
         self.traced: dict[tuple, TracedBlock] = {}
+        self.values: dict[tuple, tuple] = {}  # a key without its plain argument values -> the first call's values
         self.logged: set[tuple[str, str]] = set()
         self.tracing: set[int] = set()  # ids of the blocks being traced alone (they run their own forward)
 
@@ -246,8 +276,16 @@ class _Blocks:
             names, tensors, inputs, layout = _operands(block, args, kwargs)
             operands = (*tensors, *inputs)
             training = torch.is_grad_enabled() and any(t.requires_grad for t in operands)
-            key = (type(block), _structure(block), tuple(_spec(t) for t in inputs), layout[0], repr(layout[1]),
+            slots, values = _split_values(layout[0])
+            key = (type(block), _structure(block), tuple(_spec(t) for t in inputs), slots, repr(layout[1]),
                    training, torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
+            if key not in self.values:  # a first call: with plain arguments, the second one decides
+                self.values[key] = values
+                if values:
+                    return original(*args, **kwargs)
+            if self.values[key] != values:
+                raise Unrolled("its calls pass different values of a plain (non-tensor) argument, such as a layer "
+                               "index, and only a trace of each value could show that they trace alike")
             traced = self.traced.get(key)
             if traced is None:
                 self.tracing.add(id(block))

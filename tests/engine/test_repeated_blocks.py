@@ -334,6 +334,105 @@ def test_block_reading_outside_tensors_runs_unrolled_with_a_debug_log(caplog):
         assert_close_rel(state[name], want, rel=1e-5, what=name)
 
 
+# -- layers that hold helper objects, or take plain arguments ---------------------------------------------------
+class Init:
+    """An initializer-like helper (as the Model Zoo's layers hold): callable, plain settings."""
+
+    def __init__(self, std: float):
+        self.std = std
+
+    def __call__(self, t):
+        with torch.no_grad():
+            return t.normal_(0.0, self.std)
+
+
+class Settings:
+    def __init__(self, std: float, act: str):
+        self.init, self.act = Init(std), act
+
+
+class Configured(nn.Module):
+    def __init__(self, d: int, settings: Settings):
+        super().__init__()
+        self.settings = settings
+        self.lin = nn.Linear(d, d)
+        settings.init(self.lin.weight)
+
+    def forward(self, x, scale=None):
+        h = self.lin(x)
+        h = torch.tanh(h) if self.settings.act == "tanh" else torch.relu(h)
+        return x + (h if scale is None else h * scale)
+
+
+class ConfiguredStack(nn.Module):
+    """Every layer holds its own Settings object; `scales[i]` (a plain float) goes to layer i."""
+
+    def __init__(self, acts, scales=None, d=8):
+        super().__init__()
+        self.layers = nn.ModuleList(Configured(d, Settings(0.3, act)) for act in acts)
+        self.scales = scales
+        self.inp, self.head = nn.Linear(d, d), nn.Linear(d, 3)
+
+    def forward(self, x):
+        x = self.inp(x)  # every layer takes a tensor that needs a gradient: one key for all
+        for i, layer in enumerate(self.layers):
+            x = layer(x) if self.scales is None else layer(x, scale=self.scales[i])
+        return self.head(x)
+
+
+def _configured_batches():
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(4, 8, generator=g), torch.randint(0, 3, (4,), generator=g)) for _ in range(3)]
+
+
+def _ce(m, x, y):
+    return F.cross_entropy(m(x), y)
+
+
+def test_layers_holding_equal_helper_objects_are_traced_once():
+    torch.manual_seed(0)
+    model = ConfiguredStack(["tanh"] * MIN_REPEATS)
+    assert repeated_children([model]) == list(model.layers)
+    _check_parity(model, _configured_batches(), _ce, layers_called=MIN_REPEATS, graphs=2, opt="sgd", eager_rel=1e-5)
+
+
+def test_layers_whose_helpers_differ_trace_apart_by_helper():
+    torch.manual_seed(0)
+    # tanh and relu layers alternate: two groups, each of its own graphs (a mix-up would compute the wrong activation)
+    model = ConfiguredStack(["tanh", "relu"] * MIN_REPEATS)
+    assert set(repeated_children([model])) == set(model.layers)
+    _check_parity(model, _configured_batches(), _ce, layers_called=2 * MIN_REPEATS, graphs=4, opt="sgd",
+                  eager_rel=1e-5)
+    # a helper's state counts too: one layer whose initializer differs leaves too few alike
+    odd = ConfiguredStack(["tanh"] * MIN_REPEATS)
+    odd.layers[1].settings.init.std = 0.5
+    assert repeated_children([odd]) == []
+
+
+def test_layers_called_with_a_different_plain_argument_each_run_unrolled(caplog):
+    torch.manual_seed(0)
+    # each layer gets its own plain value (as the Model Zoo passes a layer index): one trace could not stand for
+    # the others, so all run unrolled, and the debug log says why
+    model = ConfiguredStack(["tanh"] * MIN_REPEATS, scales=[0.5 * (i + 1) for i in range(MIN_REPEATS)])
+    with caplog.at_level(logging.DEBUG, logger="cstorch"):
+        losses, state, step = _train(model, _configured_batches(), _ce, True, "sgd")
+    assert _calls(step) == (0, 0)
+    assert any("Configured runs unrolled" in r.getMessage() and "plain (non-tensor) argument" in r.getMessage()
+               for r in caplog.records)
+    cpu_losses, cpu, _, _ = train("CPU", model, _configured_batches(), "sgd", loss_fn=_ce)
+    assert_close_rel(losses, cpu_losses, rel=1e-5, what="losses")
+    for name, want in cpu.items():
+        assert_close_rel(state[name], want, rel=1e-5, what=name)
+
+
+def test_layers_called_with_the_same_plain_argument_are_traced_from_the_second_call():
+    torch.manual_seed(0)
+    # the first call runs unrolled; the second passes the same value, and it and the rest call one traced graph
+    model = ConfiguredStack(["tanh"] * MIN_REPEATS, scales=[0.5] * MIN_REPEATS)
+    _check_parity(model, _configured_batches(), _ce, layers_called=MIN_REPEATS - 1, graphs=2, opt="sgd",
+                  eager_rel=1e-5)
+
+
 # -- no gradients: the forward graph alone ------------------------------------------------------------------------
 def test_evaluation_step_calls_the_forward_graph_only():
     torch.manual_seed(0)
