@@ -458,9 +458,10 @@ csx = FlagGroup("cstorch.backends.csx", groups={
         "trace_repeated_layers": _Flag(
             bool, True, effect=OWN,
             doc="True: while a step is captured, the children of a model's `ModuleList` or `Sequential` of "
-                "which at least 4 share their class and structure are traced once and called as one graph per layer (forward and "
-                "backward; `cstorch_jax.repeated_blocks`), so a deep model's capture no longer grows with the "
-                "cost of tracing every layer; the numbers are those of the unrolled step. False traces every "
+                "which at least `cstorch_jax.repeated_blocks.MIN_REPEATS` share their class and structure are traced "
+                "once and called as one graph per layer (forward and backward), so a deep model's capture no "
+                "longer grows with the cost of tracing every layer; the numbers are those of the unrolled step. "
+                "False traces every "
                 "layer (the path before; for comparisons). Read when a step is captured."),
         "progress": _Flag(
             Any, "auto", _own(_progress_mode, 'True, False or "auto" (a bar only when stderr is a terminal)'),

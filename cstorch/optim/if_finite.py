@@ -7,7 +7,8 @@ everything else is here:
 
 * `keep_if_finite(isfinite, tensors, update)` runs `update()` and then sets every tensor t of
   `tensors` to `where(isfinite, t after, t before)`: the update kept or undone, as tensor
-  math (no host read), so it runs the same eagerly and inside a traced step.
+  math (no host read), so it runs the same eagerly and inside a traced step (written back
+  with `cstorch_jax.capture.assign`: in a captured step, without a copy op).
 * `step_if_finite(optimizer, isfinite, *args)` is that over the optimizer's parameters and
   state with `optimizer.step(*args)` as the update (what `GradScaler.step` does with dynamic
   scaling), and records the decision: `step_applied(optimizer)` answers it for the rest of
@@ -32,6 +33,8 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
+from cstorch_jax.capture import assign
+
 from .. import _backend
 
 #: optimizer -> the bool 0-d tensor deciding its last step in this traced step
@@ -50,7 +53,7 @@ def keep_if_finite(isfinite: torch.Tensor, tensors: Iterable[torch.Tensor], upda
         before = [t.clone() for t in tensors]
         result = update()
         for t, old in zip(tensors, before):
-            t.copy_(torch.where(isfinite, t, old))
+            assign(t, torch.where(isfinite, t, old))
     return result
 
 
@@ -118,7 +121,7 @@ def finite_step(fn: Callable) -> Callable:
                 for optimizer, tensor, before in marks[-1]:
                     applied = step_applied(optimizer)
                     if applied is not None:
-                        tensor.copy_(torch.where(applied, tensor, before))
+                        assign(tensor, torch.where(applied, tensor, before))
             return result
         finally:
             marks.pop()

@@ -7,7 +7,8 @@ arguments (the signature `inspect.signature` shows), checks them, and creates ev
 state tensor from the algorithm's layout (`preinitialize`); `step()` runs one update op
 per param group with the group's learning rate and weight decay as 0-d tensors
 (`Optimizer.hyperparameter`) and its frozen hyper-parameters, and writes the new
-values back into the parameters and state in place.
+values back into the parameters and state in place (`cstorch_jax.capture.assign`: in a
+captured step, without a copy op).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import ClassVar
 
 import torch
 
+from cstorch_jax.capture import assign
 from cstorch_jax.optim import REQUIRED, PublicOptimizer, Slot, call_update, public_optimizers
 
 from .optimizer import Optimizer, ParamsT
@@ -65,10 +67,10 @@ class SpecOptimizer(Optimizer):
                 op, params, [p.grad for p in params], states, self.hyperparameter(gi, "lr"),
                 self.hyperparameter(gi, "weight_decay"), hyper)
             for p, v in zip(params, new_params):
-                p.copy_(v)
+                assign(p, v)
             for old, new in zip(states, new_states):
                 for t, v in zip(old, new):
-                    t.copy_(v)
+                    assign(t, v)
         return loss
 
     def convert_state_dict(self, state_dict: dict) -> dict:

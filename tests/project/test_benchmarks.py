@@ -135,3 +135,40 @@ def test_cold_start_cases_compute_the_same_first_loss_and_the_table_gives_the_ra
     lines = cold_start.table(results, [2], ["cstorch", "jax.jit", "jax.scan"])
     ratio = results[("cstorch", 2)]["first_step"] / results[("jax.jit", 2)]["first_step"]
     assert lines[2].startswith("| 2 | ") and lines[2].endswith(f"| {ratio:.2f}x |")
+
+
+ZOO_EAGER_LOSS = """
+import sys
+from pathlib import Path
+from benchmarks import cold_start
+model, data = cold_start._zoo_model_and_data(Path(sys.argv[1]))
+print(float(model(data)))
+"""
+
+
+@pytest.mark.slow
+def test_the_model_zoo_case_steps_the_real_model_zoo_model_of_its_yaml():
+    """benchmarks.cold_start's Model Zoo row: the real Model Zoo's GPT-3 of its published YAML,
+    all its layers, widths shrunk; cstorch's first loss equals eager torch's on the same
+    model and batch, and the row names the YAML and its depth. No time is asserted."""
+    import yaml
+
+    from benchmarks import cold_start
+
+    why = cold_start.zoo_missing(cold_start.ZOO_SRC)
+    if why:
+        pytest.skip(why)
+    src = cold_start.ZOO_SRC
+    published = yaml.safe_load((src / cold_start.ZOO_YAML).read_text())["trainer"]["init"]["model"]
+    params = cold_start.zoo_params(src)
+    assert params["num_hidden_layers"] == published["num_hidden_layers"] > 2
+    assert params["hidden_size"] < published["hidden_size"]
+    got = cold_start._in_fresh_process("cstorch", src, "")
+    assert "error" not in got, got
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cold_start.ZOO_DEPS), str(src)]))
+    eager = subprocess.run([sys.executable, "-c", ZOO_EAGER_LOSS, str(src)], capture_output=True, text=True,
+                           timeout=300, cwd=ROOT, env=env)
+    assert eager.returncode == 0, eager.stderr[-3000:]
+    assert got["loss"] == pytest.approx(float(eager.stdout.split()[-1]), rel=1e-5)
+    (row,) = cold_start.table({("cstorch", "zoo"): got}, [], ["cstorch"], params["num_hidden_layers"])[2:]
+    assert row.startswith(f"| {published['num_hidden_layers']}, Model Zoo gpt3 `Cerebras_GPT/1p3b.yaml` | ")

@@ -34,8 +34,8 @@ HOLDER = textwrap.dedent('''
     import torch
     from cstorch.trainer import Trainer
 
-    Trainer(device="CPU", model_dir=sys.argv[1], model=torch.nn.Linear(2, 2), seed=0, loggers=[])
-    print("ready", flush=True)
+    trainer = Trainer(device="CPU", model_dir=sys.argv[1], model=torch.nn.Linear(2, 2), seed=0, loggers=[])
+    print("ready", flush=True)  # `trainer` holds the lock (one no name holds goes with the next collection)
     time.sleep(300)
 ''')
 
@@ -174,10 +174,17 @@ FORKING_HOLDER = textwrap.dedent('''
     import torch
     from cstorch.trainer import Trainer
 
-    Trainer(device="CPU", model_dir=sys.argv[1], model=torch.nn.Linear(2, 2), seed=0, loggers=[])
-    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(300,))  # a fork-based worker
+    def work(started):
+        started.set()  # the child runs: the at-fork hooks, which run first, are done
+        time.sleep(300)
+
+    # held in a name: a Trainer no name holds is released whenever the garbage collector runs
+    trainer = Trainer(device="CPU", model_dir=sys.argv[1], model=torch.nn.Linear(2, 2), seed=0, loggers=[])
+    fork = multiprocessing.get_context("fork")
+    started = fork.Event()
+    child = fork.Process(target=work, args=(started,))  # a fork-based worker
     child.start()
-    print("ready", child.pid, flush=True)
+    print("ready" if started.wait(timeout=120) else "child-never-ran", child.pid, flush=True)
     time.sleep(300)
 ''')
 
@@ -185,7 +192,9 @@ FORKING_HOLDER = textwrap.dedent('''
 def test_a_forked_child_does_not_keep_the_lock_after_its_parent_died(tmp_path):
     """A child made by fork (multiprocessing, fork-based DataLoader workers) inherits the
     lock file's descriptor: it used to keep the lock after the run was killed, and the next
-    run was refused ("in use by pid <dead pid>") for as long as the child lived."""
+    run was refused ("in use by pid <dead pid>") for as long as the child lived. The parent
+    is killed only once the child has run (a busy host can leave a new child unscheduled, its
+    descriptor not yet closed)."""
     model_dir = tmp_path / "model"
     script = tmp_path / "holder.py"
     script.write_text(FORKING_HOLDER)
