@@ -100,6 +100,12 @@ def zoo_missing(src: Path) -> str | None:
     return None
 
 
+def zoo_pythonpath(src: Path) -> str:
+    """The PYTHONPATH of a process beside the Model Zoo of `src`: its runtime packages, then
+    `src` (docs/guides/modelzoo.md)."""
+    return os.pathsep.join([str(ZOO_DEPS), str(src)])
+
+
 def zoo_params(src: Path) -> dict:
     """The model section of the Model Zoo YAML `ZOO_YAML` (under `src`), its widths set to
     `CONFIG`'s (its depth and everything else as published)."""
@@ -206,7 +212,7 @@ def _in_fresh_process(impl: str, workload: int | Path, inductor_cache: str) -> d
                JAX_ENABLE_COMPILATION_CACHE="false")
     if isinstance(workload, Path):
         case = ["--zoo", str(workload)]
-        env["PYTHONPATH"] = os.pathsep.join([str(ZOO_DEPS), str(workload)])
+        env["PYTHONPATH"] = zoo_pythonpath(workload)
     else:
         case = ["--n-layers", str(workload)]
     out = subprocess.run([sys.executable, "-m", "benchmarks.cold_start", "--case", impl, *case],
@@ -239,10 +245,11 @@ def table(results: dict, layers: list[int], impls: list[str], zoo_layers: int | 
         ratio = (f"{ours['first_step'] / jit['first_step']:.2f}x" if ours and jit and "error" not in ours
                  and "error" not in jit else "-")
         lines.append(f"| {label} | " + " | ".join(row) + f" | {ratio} |")
-    first, last = (results.get(("cstorch", n)) for n in (layers[:1] + layers[-1:] if len(layers) > 1 else [None] * 2))
-    if first and last and "error" not in first and "error" not in last:
-        lines += ["", f"cstorch's first step at {layers[-1]} layers is {last['first_step'] / first['first_step']:.1f}x "
-                      f"its first step at {layers[0]} layers."]
+    if len(layers) > 1:
+        first, last = results.get(("cstorch", layers[0])), results.get(("cstorch", layers[-1]))
+        if first and last and "error" not in first and "error" not in last:
+            lines += ["", f"cstorch's first step at {layers[-1]} layers is "
+                          f"{last['first_step'] / first['first_step']:.1f}x its first step at {layers[0]} layers."]
     return lines
 
 

@@ -17,9 +17,7 @@ graph, so a compile cache can look a step up between the two):
 - Every traced op is tagged with the nn.Module it comes from (module_paths.py), so an op
   that cannot be lowered is reported with its module path; ops a decomposition derives
   from it carry its tag.
-- A write-back through `assign(dst, src)` (the optimizers' new parameters and state) gives
-  a state tensor its new value without an op: no `copy_` is dispatched, functionalized,
-  decomposed and traced for it, and the graph returns `src`'s value as the new state.
+- The optimizers' write-back (`write_back.assign`) gives a state tensor its value without an op.
 
 The result's graph takes `(*state, *batch)` and returns
 `(*new values of the mutated state, *outputs)`; state that the step does not change is
@@ -53,6 +51,7 @@ from .control_flow import cond_while_captured
 from .errors import CaptureError, MaterializationError
 from .module_paths import record_module_paths
 from .subgraphs import all_graphs
+from .write_back import assignable
 
 aten = torch.ops.aten
 
@@ -569,63 +568,14 @@ def capture(
     return finish_capture(trace_step(fn, state, batch))
 
 
-@dataclass
-class _Assignable:
-    """The step whose Python body runs (outside a torch.cond branch): its op signature and
-    its state tensors, by id."""
-    signature: OpSignature
-    state: dict[int, torch.Tensor]
-
-
-_ASSIGNABLE: list[_Assignable | None] = []  # innermost last; None while a torch.cond branch is traced
-
-
-def assign(dst: torch.Tensor, src: torch.Tensor) -> None:
-    """`dst.copy_(src)`, for writing a new value back into a tensor (an optimizer's new
-    parameters and state). While a step is captured, when `dst` is one of its state
-    tensors and `src` has `dst`'s shape, dtype, strides and device, the new value is
-    recorded without an op (torch's functionalization replaces `dst`'s value by `src`'s):
-    the graph returns `src`'s value as `dst`'s new state, with no copy node and none of the
-    dispatch a traced `copy_` costs, and the step's op signature records the assignment.
-    Anywhere else (eager torch, a torch.cond branch, another tensor, a cast or broadcast),
-    `dst.copy_(src)`."""
-    step = _ASSIGNABLE[-1] if _ASSIGNABLE else None
-    if (step is not None and step.state.get(id(dst)) is dst and isinstance(src, FunctionalTensor) and src is not dst
-            and src.shape == dst.shape and src.dtype == dst.dtype and src.stride() == dst.stride()
-            and src.device == dst.device):
-        torch._sync(src)
-        torch._functionalize_replace(dst.elem, torch._from_functional_tensor(src.elem))
-        torch._functionalize_commit_update(dst.elem)
-        step.signature.record("assign", (dst, src), {}, None)
-        return
-    dst.copy_(src)
-
-
-@contextlib.contextmanager
-def _assignable(step: _Assignable | None):
-    _ASSIGNABLE.append(step)
-    try:
-        yield
-    finally:
-        _ASSIGNABLE.pop()
-
-
-@contextlib.contextmanager
-def _watch_branch(ops: OpSignature):
-    """How a torch.cond branch is traced: its ops recorded in the step's signature, host
-    reads refused, and `assign` an ordinary `copy_` (a branch may not change the step's state)."""
-    with _NoHostReads(ops), _assignable(None):
-        yield
-
-
 def _run_step(fn, n_state: int, signature: list, *flat):
     """Run the user's step on traced tensors `flat` = (*state, *batch) and return
     (*state, *outputs); appends the step's `OpSignature` to `signature`."""
     st = list(flat[:n_state])
     ops = OpSignature(flat)
     # torch.cond's branches are traced apart from the step's ops: they are watched the same way
-    with no_host_reads(ops), cond_while_captured(lambda: _watch_branch(ops)), record_module_paths(), \
-            _ContiguousLinalgInputs(), _assignable(_Assignable(ops, {id(t): t for t in st})):
+    with no_host_reads(ops), cond_while_captured(lambda: _NoHostReads(ops)), record_module_paths(), \
+            _ContiguousLinalgInputs(), assignable(ops, st):
         outs = list(fn(st, list(flat[n_state:])))
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):

@@ -16,6 +16,7 @@ joint-graph code ("object of type 'bool' has no len()"). So while a step is trac
 - each branch runs inside `watch()`, which the capture sets to record the branch's ops in
   the step's op signature (a change inside a branch is a change of the step for the compile
   cache) and to refuse host reads there as in the rest of the step.
+- a branch may not change the step's state: `write_back.assign` is a plain `copy_` in it.
 
 The graph holds one `torch.ops.higher_order.cond` node with its branches as subgraphs; the
 lowering makes it a `jax.lax.cond` (`lowering/control_flow.py`).
@@ -33,6 +34,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .errors import CaptureError
+from .write_back import assignable
 
 
 def captured_cond(pred, true_fn: Callable, false_fn: Callable, operands=(), *,
@@ -57,7 +59,7 @@ def captured_cond(pred, true_fn: Callable, false_fn: Callable, operands=(), *,
     def flat_branch(name: str, fn: Callable) -> Callable:
         def branch(*args):
             given, lifted = list(args[:len(flat)]), args[len(flat):]
-            with watch(), _Substitute({id(t): v for t, v in zip(free, lifted)}):
+            with watch(), assignable(None), _Substitute({id(t): v for t, v in zip(free, lifted)}):
                 out_flat, out_spec = pytree.tree_flatten(fn(*pytree.tree_unflatten(given, spec)))
             if not all(isinstance(t, torch.Tensor) for t in out_flat):
                 raise CaptureError(f"torch.cond: the {name} branch must return tensors")

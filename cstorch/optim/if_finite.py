@@ -8,7 +8,7 @@ everything else is here:
 * `keep_if_finite(isfinite, tensors, update)` runs `update()` and then sets every tensor t of
   `tensors` to `where(isfinite, t after, t before)`: the update kept or undone, as tensor
   math (no host read), so it runs the same eagerly and inside a traced step (written back
-  with `cstorch_jax.capture.assign`: in a captured step, without a copy op).
+  with `cstorch_jax.write_back.assign`: in a captured step, without a copy op).
 * `step_if_finite(optimizer, isfinite, *args)` is that over the optimizer's parameters and
   state with `optimizer.step(*args)` as the update (what `GradScaler.step` does with dynamic
   scaling), and records the decision: `step_applied(optimizer)` answers it for the rest of
@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
-from cstorch_jax.capture import assign
+from cstorch_jax.write_back import assign
 
 from .. import _backend
 

@@ -7,7 +7,7 @@ arguments (the signature `inspect.signature` shows), checks them, and creates ev
 state tensor from the algorithm's layout (`preinitialize`); `step()` runs one update op
 per param group with the group's learning rate and weight decay as 0-d tensors
 (`Optimizer.hyperparameter`) and its frozen hyper-parameters, and writes the new
-values back into the parameters and state in place (`cstorch_jax.capture.assign`: in a
+values back into the parameters and state in place (`cstorch_jax.write_back.assign`: in a
 captured step, without a copy op).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import torch
 
-from cstorch_jax.capture import assign
+from cstorch_jax.write_back import assign
 from cstorch_jax.optim import REQUIRED, PublicOptimizer, Slot, call_update, public_optimizers
 
 from .optimizer import Optimizer, ParamsT

@@ -1,4 +1,4 @@
-"""capture.assign: a write-back into a state tensor. In a captured step it gives the state its
+"""write_back.assign: a write-back into a state tensor. In a captured step it gives the state its
 new value without an op (no copy node; the graph returns the new value); anywhere else, and
 for a value of another dtype or shape, it is `copy_`."""
 import jax
@@ -7,7 +7,7 @@ import torch.nn as nn
 
 import cstorch.optim.spec_optimizer as spec_optimizer
 import cstorch_jax
-from cstorch_jax.capture import assign
+from cstorch_jax.write_back import assign
 from cstorch_jax.dtypes import to_jax, to_torch
 from cstorch_jax.lowering import to_jax_function
 from train_script import assert_close_rel, train

@@ -165,7 +165,7 @@ def test_the_model_zoo_case_steps_the_real_model_zoo_model_of_its_yaml():
     assert params["hidden_size"] < published["hidden_size"]
     got = cold_start._in_fresh_process("cstorch", src, "")
     assert "error" not in got, got
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cold_start.ZOO_DEPS), str(src)]))
+    env = dict(os.environ, PYTHONPATH=cold_start.zoo_pythonpath(src))
     eager = subprocess.run([sys.executable, "-c", ZOO_EAGER_LOSS, str(src)], capture_output=True, text=True,
                            timeout=300, cwd=ROOT, env=env)
     assert eager.returncode == 0, eager.stderr[-3000:]
