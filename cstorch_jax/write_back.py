@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 
-if TYPE_CHECKING:
-    from .capture import OpSignature
-
-
 @dataclass
 class _Step:
     """The step whose body runs: its op signature and its state tensors, by id."""
-    signature: "OpSignature"
+    signature: Any  # capture.OpSignature (not imported: capture imports this module)
     state: dict[int, torch.Tensor]
 
 
@@ -54,8 +50,9 @@ def assign(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 @contextlib.contextmanager
-def assignable(signature: Optional["OpSignature"], state: Sequence[torch.Tensor] = ()) -> Iterator[None]:
-    """In the block, `assign` into the tensors of `state` records into `signature`; with
+def assignable(signature: Optional[Any], state: Sequence[torch.Tensor] = ()) -> Iterator[None]:
+    """In the block, `assign` into the tensors of `state` records into `signature` (the
+    step's `capture.OpSignature`); with
     `signature` None (a torch.cond branch), `assign` is `copy_` in the block."""
     _STEPS.append(None if signature is None else _Step(signature, {id(t): t for t in state}))
     try:
