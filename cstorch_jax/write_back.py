@@ -21,6 +21,7 @@ from typing import Any, Iterator, Optional, Sequence
 import torch
 from torch._subclasses.functional_tensor import FunctionalTensor
 
+
 @dataclass
 class _Step:
     """The step whose body runs: its op signature and its state tensors, by id."""
@@ -52,8 +53,8 @@ def assign(dst: torch.Tensor, src: torch.Tensor) -> None:
 @contextlib.contextmanager
 def assignable(signature: Optional[Any], state: Sequence[torch.Tensor] = ()) -> Iterator[None]:
     """In the block, `assign` into the tensors of `state` records into `signature` (the
-    step's `capture.OpSignature`); with
-    `signature` None (a torch.cond branch), `assign` is `copy_` in the block."""
+    step's `capture.OpSignature`); with `signature` None (a torch.cond branch), `assign` is
+    `copy_` in the block."""
     _STEPS.append(None if signature is None else _Step(signature, {id(t): t for t in state}))
     try:
         yield
