@@ -9,6 +9,9 @@ first step is cold:
 
 * ``cstorch``: `@cstorch.trace` step on CSX; its phases are the capture (the step traced
   into one ATen graph), the lowering to jax, the XLA compile, and the first step's run;
+* ``cstorch.stacked``: the same with the repeated layers' state held stacked
+  (`performance.stack_repeated_layers_from = 2`, `cstorch_jax.stacked_state`: a run of layers
+  as one loop over stacked weights; off by default, see docs/guides/performance.md);
 * ``jax.jit``: the same model written by hand (`benchmarks.jax_models.gpt_loss_2d`, the
   blocks unrolled) with optax, traced and lowered, compiled, run;
 * ``jax.scan``: the same with the blocks as one `lax.scan` over stacked weights
@@ -41,7 +44,7 @@ from pathlib import Path
 
 CONFIG = dict(d_model=128, n_heads=4, seq=64, vocab=512)
 BATCH = 4
-IMPLS = ("cstorch", "jax.jit", "jax.scan", "torch.compile")
+IMPLS = ("cstorch", "cstorch.stacked", "jax.jit", "jax.scan", "torch.compile")
 REPO = Path(__file__).resolve().parents[1]
 #: the Model Zoo case: a published YAML (under the Model Zoo's src/), its widths set to CONFIG's
 ZOO_YAML = "cerebras/modelzoo/models/nlp/gpt3/configs/Cerebras_GPT/1p3b.yaml"
@@ -193,15 +196,19 @@ def run_case(impl: str, n_layers: int | None, zoo: Path | None = None) -> dict:
     no Model Zoo counterpart, run the GPT stack of the Model Zoo model's depth)."""
     if impl in ("jax.jit", "jax.scan"):
         return _jax(zoo_params(zoo)["num_hidden_layers"] if zoo else n_layers, scan=impl == "jax.scan")
-    if impl not in ("cstorch", "torch.compile"):
+    if impl not in ("cstorch", "cstorch.stacked", "torch.compile"):
         raise ValueError(f"unknown implementation {impl!r}; choose from {', '.join(IMPLS)}")
+    if impl == "cstorch.stacked":
+        import cstorch
+
+        cstorch.backends.csx.performance.stack_repeated_layers_from = 2
     if zoo:
         model, data = _zoo_model_and_data(zoo)
         model_batch_loss = (model, (data,), lambda model, data: model(data))
     else:
         model, batch = _model_and_batch(n_layers)
         model_batch_loss = (model, batch, lambda model, idx, targets: model(idx, targets))
-    return _cstorch_first_step(*model_batch_loss) if impl == "cstorch" else _torch_compile(*model_batch_loss)
+    return _torch_compile(*model_batch_loss) if impl == "torch.compile" else _cstorch_first_step(*model_batch_loss)
 
 
 def _in_fresh_process(impl: str, workload: int | Path, inductor_cache: str) -> dict:
@@ -246,10 +253,13 @@ def table(results: dict, layers: list[int], impls: list[str], zoo_layers: int | 
                  and "error" not in jit else "-")
         lines.append(f"| {label} | " + " | ".join(row) + f" | {ratio} |")
     if len(layers) > 1:
-        first, last = results.get(("cstorch", layers[0])), results.get(("cstorch", layers[-1]))
-        if first and last and "error" not in first and "error" not in last:
-            lines += ["", f"cstorch's first step at {layers[-1]} layers is "
-                          f"{last['first_step'] / first['first_step']:.1f}x its first step at {layers[0]} layers."]
+        first = results.get(("cstorch", layers[0]))
+        for impl, what in (("cstorch", "cstorch's first step"),
+                           ("cstorch.stacked", "With the repeated layers' state stacked, the first step")):
+            last = results.get((impl, layers[-1]))
+            if first and last and "error" not in first and "error" not in last:
+                lines += ["", f"{what} at {layers[-1]} layers is {last['first_step'] / first['first_step']:.1f}x "
+                              f"cstorch's first step at {layers[0]} layers."]
     return lines
 
 

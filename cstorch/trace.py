@@ -95,6 +95,7 @@ class TracedStep:
             repr([(n, TensorSpec.of(t), t.requires_grad) for n, t in zip(state.names, state.tensors)]),
             repr([TensorSpec.of(t) for t in call.tensors]),
             f"placement={b.run.placement!r}",  # replicated and sharded programs differ
+            f"stack_from={self._stack_from()}",  # so do stacked and unstacked ones
         ], b.run.placement.platform)
 
     def _capture_and_compile(self, b, args, kwargs, use_cache: bool = True) -> StepProgram:
@@ -121,12 +122,20 @@ class TracedStep:
         key = self._cache_key(b, state, call) if use_cache else None
         # the body runs here, once, whatever the cache finds: its op signature is the lookup's check
         trace = trace_step(step, state.tensors, batch)
-        executable = Executable.for_step(trace, call.tensor_names, b.run.placement, cache_key=key, windows=True)
+        executable = Executable.for_step(trace, call.tensor_names, b.run.placement, cache_key=key, windows=True,
+                                         stack_from=self._stack_from())
         trace_seconds = time.perf_counter() - t0 - executable.lower_seconds - executable.compile_seconds
         captured = executable.captured
         state.restrict_to({id(state.tensors[i]) for i in (*captured.mutated, *captured.read_only)})
         return StepProgram(executable, state, call, out_info["layout"], out_info["n_user"], recorder, trace_seconds,
                            self.__name__)
+
+    @staticmethod
+    def _stack_from() -> int:
+        """The shortest run of repeated layers whose state the step holds stacked
+        (`performance.stack_repeated_layers_from`; 0 when layers are not traced once)."""
+        performance = csx_flags.performance
+        return performance.stack_repeated_layers_from if performance.trace_repeated_layers else 0
 
     @staticmethod
     def _repeated_block_models(state: StepState) -> list:

@@ -77,7 +77,7 @@ ENV_DIR = "CSTORCH_CACHE_DIR"
 ENV_ENABLED = "CSTORCH_CACHE"
 # the environment variables that change which program a step compiles to (graph passes)
 PROGRAM_ENV_PREFIXES = ("CSTORCH_GEMM", "CSTORCH_FFI_GEMM", "CSTORCH_CHANNELS_LAST")
-FORMAT = 2
+FORMAT = 3
 MAGIC = b"cstorch-step\x00v2\n"
 MAX_VARIANTS = 8  # entries kept per lookup key (one per signature), newest first
 PART_MAX_AGE_S = 600  # a temporary file this old is a killed writer's, wherever it ran
@@ -325,6 +325,8 @@ class CachedProgram:
     uses_rng: bool
     batch_names: list[str]
     path: Path
+    #: the mutated state the program takes stacked (`stacked_state.StackPlan.stacks`)
+    stacking: tuple[tuple[int, ...], ...] = ()
 
 
 # -- the file format --------------------------------------------------------------------------------
@@ -356,9 +358,9 @@ def unpack(data: bytes) -> tuple[dict, bytes]:
     return header, body[n + 8 + length:]
 
 
-def _read_header(header: dict, key: str, signature: str) -> tuple[CachedGraph, bool, list[str]]:
+def _read_header(header: dict, key: str, signature: str) -> tuple[CachedGraph, bool, list[str], tuple]:
     _fields(header, "header", {"format": int, "key": str, "signature": str, "graph": dict, "uses_rng": bool,
-                               "batch_names": list, "program": dict})
+                               "batch_names": list, "program": dict, "stacking": list})
     if header["format"] != FORMAT:
         raise EntryError(f"format {header['format']}, expected {FORMAT}")
     if header["key"] != key or header["signature"] != signature:
@@ -369,7 +371,20 @@ def _read_header(header: dict, key: str, signature: str) -> tuple[CachedGraph, b
     graph = CachedGraph.from_json(header["graph"], signature)
     if len(names) != len(graph.batch_specs):
         raise EntryError("one batch name per batch input")
-    return graph, header["uses_rng"], names
+    return graph, header["uses_rng"], names, _stacking(header["stacking"], len(graph.mutated))
+
+
+def _stacking(stacks: list, n_mutated: int) -> tuple[tuple[int, ...], ...]:
+    """The stored stacks, checked: lists of two or more distinct mutated-state positions,
+    no position in two."""
+    seen: set[int] = set()
+    for positions in stacks:
+        if (type(positions) is not list or len(positions) < 2
+                or not all(type(p) is int and 0 <= p < n_mutated and p not in seen for p in positions)
+                or len(set(positions)) != len(positions)):
+            raise EntryError("stacking is not lists of distinct mutated-state positions")
+        seen.update(positions)
+    return tuple(tuple(p) for p in stacks)
 
 
 # -- the folder -------------------------------------------------------------------------------------
@@ -474,7 +489,7 @@ def load(key: str, signature: str, devices) -> CachedProgram | None:
         return None
     try:
         header, blob = unpack(data)
-        graph, uses_rng, names = _read_header(header, key, signature)
+        graph, uses_rng, names, stacking = _read_header(header, key, signature)
         compiled = program_codec.decode(header["program"], blob, devices)
     except Exception as e:  # noqa: BLE001 (whatever is wrong with an entry, the step is compiled again)
         drop(path, f"{type(e).__name__}: {e}")
@@ -483,11 +498,12 @@ def load(key: str, signature: str, devices) -> CachedProgram | None:
         os.utime(path)
     except OSError:
         pass
-    return CachedProgram(graph, compiled, uses_rng, names, path)
+    return CachedProgram(graph, compiled, uses_rng, names, path, stacking)
 
 
-def store(key: str, captured, compiled, uses_rng: bool, batch_names) -> bool:
-    """Write the entry for `key` atomically (a temporary file renamed into place); False
+def store(key: str, captured, compiled, uses_rng: bool, batch_names, stacking=()) -> bool:
+    """Write the entry for `key` atomically (a temporary file renamed into place), with the
+    stacks of mutated state the program takes (`stacked_state.StackPlan.stacks`); False
     when the cache is off, the program cannot be written as data or the folder cannot be
     written (then the cache is off for the process: `folder_unusable`)."""
     folder = directory()
@@ -499,7 +515,7 @@ def store(key: str, captured, compiled, uses_rng: bool, batch_names) -> bool:
         return False
     header = {"format": FORMAT, "key": key, "signature": captured.signature,
               "graph": CachedGraph.of(captured).to_json(), "uses_rng": bool(uses_rng),
-              "batch_names": list(batch_names), "program": program}
+              "batch_names": list(batch_names), "program": program, "stacking": [list(p) for p in stacking]}
     data = pack(header, blob)
     path = _path(folder, key, captured.signature)
     tmp = path.parent / f".tmp-{_HOST}-{os.getpid()}-{secrets.token_hex(4)}.part"

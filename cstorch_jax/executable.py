@@ -15,6 +15,11 @@ only reads; state it never touches is not an input. The program never re-traces:
 batch of another shape or dtype is a `StaticGraphError` naming the argument and both
 shapes.
 
+On one device, a run of at least `stack_from` repeated layers may hold its state stacked
+(`stacked_state.py`, the plan in `stacking`): the program then takes and returns the
+mutated state packed, each stack as one array, and `__call__` packs the state's entries
+and unpacks the new ones (`stacked_state.Row`s of the stacked arrays).
+
 With a `DataParallel` placement the program is compiled for its mesh: state, scalars
 and the RNG key replicated, batch tensors split on dim 0, every output replicated; with
 `FullyShardedDataParallel` each state tensor (and its new value) split as the
@@ -29,7 +34,7 @@ import jax
 import torch
 import torch.utils._pytree as pytree
 
-from . import compile_cache, native, step_loop
+from . import compile_cache, native, stacked_state, step_loop
 from .capture import CapturedGraph, StepTrace, TensorSpec, finish_capture, user_decompositions
 from .dtypes import jax_dtype
 from .errors import StaticGraphError
@@ -64,10 +69,13 @@ class Executable:
     """One compiled XLA program for one captured graph."""
 
     def __init__(self, captured: CapturedGraph, batch_names: Sequence[str] | None = None, placement=None,
-                 compiled=None, windows: bool = False):
+                 compiled=None, windows: bool = False, stack_from: int = 0,
+                 stacking: stacked_state.StackPlan | None = None):
         """Lower `captured` and compile it (or take `compiled`, a program already compiled
         from this graph for this placement: the compile cache's); `windows`: a step of a
-        run, whose calls may launch several at a time (module docstring)."""
+        run, whose calls may launch several at a time (module docstring); `stack_from`: the
+        shortest run of repeated layers whose state the program holds stacked
+        (`stacked_state.py`; 0: none), or `stacking`, the plan a compiled program has."""
         from .lowering import to_jax_function, uses_rng  # the tables load with the first step compiled
         from .passes import for_platform  # it loads the lowerings of the channels-last ops
 
@@ -77,6 +85,9 @@ class Executable:
         mutated = captured.mutated
         kept = self.kept  # unused state is not an input at all
         self.graph_module = for_platform(captured.module, self.placement.platform)
+        if stacking is None and self.placement.state_sharding() is None:
+            stacking = stacked_state.plan(self.graph_module, n_state, mutated, stack_from)
+        self.stacking = stacking
         graph_fn = to_jax_function(self.graph_module)
         n_mut = len(mutated)
         with_rng = self.uses_rng
@@ -95,9 +106,13 @@ class Executable:
             return tuple(outs[:n_mut]), tuple(outs[n_mut:]), next_key
 
         specs = captured.state_specs
+        mutated_avals = tuple(_aval(specs[i]) for i in mutated)
+        if stacking is not None:
+            program = stacking.program(program)
+            mutated_avals = stacking.avals(mutated_avals)
         self._program = program
         self._avals = (
-            tuple(_aval(specs[i]) for i in mutated),
+            mutated_avals,
             tuple(_aval(specs[i]) for i in kept),
             tuple(_aval(s) for s in captured.batch_specs),
             KEY_AVAL,
@@ -150,7 +165,7 @@ class Executable:
 
     @classmethod
     def for_step(cls, trace: StepTrace, batch_names: Sequence[str] | None = None, placement=None,
-                 cache_key: str | None = None, windows: bool = False) -> "Executable":
+                 cache_key: str | None = None, windows: bool = False, stack_from: int = 0) -> "Executable":
         """The executable of a traced step (`capture.trace_step`, whose run was the only run
         of the step's body): with a `cache_key`, the compile cache's program for it
         (`lookup`); otherwise the capture is finished (`finish_capture`) and compiled, and
@@ -163,7 +178,7 @@ class Executable:
                 return executable
         if captured is None:
             captured = finish_capture(trace)
-        executable = cls(captured, batch_names, placement, windows=windows)
+        executable = cls(captured, batch_names, placement, windows=windows, stack_from=stack_from)
         if cache_key is not None:
             executable.save_to_cache(cache_key)
         return executable
@@ -209,6 +224,8 @@ class Executable:
         self = cls.__new__(cls)
         self._describe(captured if captured is not None else graph, batch_names, placement, windows)
         self.uses_rng = cached.uses_rng
+        self.stacking = (stacked_state.StackPlan(cached.stacking, len(self.captured.mutated))
+                         if cached.stacking else None)
         self.graph_module = None
         self.lowered = None
         self.compiled = cached.compiled
@@ -232,11 +249,15 @@ class Executable:
         canonical = jax.dtypes.canonicalize_dtype
         spec = lambda s: (tuple(s.shape), canonical(jax_dtype(s.dtype)))  # noqa: E731
         key = ((2,), canonical(jax.numpy.uint32))
-        want_in = ((tuple((spec(c.state_specs[i]), True) for i in c.mutated),
+        mutated = [spec(c.state_specs[i]) for i in c.mutated]
+        if self.stacking is not None:
+            shapes = self.stacking.avals([jax.ShapeDtypeStruct(*m) for m in mutated])
+            mutated = [(tuple(a.shape), canonical(a.dtype)) for a in shapes]
+        want_in = ((tuple((m, True) for m in mutated),
                     tuple((spec(c.state_specs[i]), False) for i in self.kept),
                     tuple((spec(s), False) for s in c.batch_specs), (key, True))
                    + ((((), canonical(jax.numpy.int32)), False),) * len(self._count), {})
-        want_out = (tuple(spec(c.state_specs[i]) for i in c.mutated), tuple(spec(s) for s in c.output_specs), key)
+        want_out = (tuple(mutated), tuple(spec(s) for s in c.output_specs), key)
         got_in = jax.tree_util.tree_map(lambda a: ((tuple(a.shape), canonical(a.dtype)), a.donated),
                                         self.compiled.args_info)
         got_out = jax.tree_util.tree_map(lambda a: (tuple(a.shape), canonical(a.dtype)), self.compiled.out_info)
@@ -252,14 +273,16 @@ class Executable:
             return self
         if self._complete is None:
             captured = self.captured if isinstance(self.captured, CapturedGraph) else finish_capture(self._trace)
-            done = Executable(captured, self.batch_names, self.placement, compiled=self.compiled, windows=self._windows)
+            done = Executable(captured, self.batch_names, self.placement, compiled=self.compiled, windows=self._windows,
+                              stacking=self.stacking)
             done.from_cache, done.compile_seconds = True, self.compile_seconds
             self._complete = done
         return self._complete
 
     def save_to_cache(self, key: str) -> bool:
         """Store this program in the compile cache under `key` (see compile_cache)."""
-        return compile_cache.store(key, self.captured, self.compiled, self.uses_rng, self.batch_names)
+        return compile_cache.store(key, self.captured, self.compiled, self.uses_rng, self.batch_names,
+                                   self.stacking.stacks if self.stacking is not None else ())
 
     def _shardings(self) -> dict:
         """`in_shardings`/`out_shardings` for the placement (none on one device): each
@@ -302,5 +325,10 @@ class Executable:
                 )
 
     def __call__(self, mutated_state, kept_state, batch, rng_key):
-        """Dispatch one step; returns at once with (new_mutated_state, outputs, next_key)."""
-        return self.compiled(tuple(mutated_state), tuple(kept_state), tuple(batch), rng_key, *self._count)
+        """Dispatch one step; returns at once with (new_mutated_state, outputs, next_key).
+        With stacked state (`stacking`), the mutated state's entries may be
+        `stacked_state.Row`s, and the new ones are."""
+        rest = (tuple(kept_state), tuple(batch), rng_key, *self._count)
+        if self.stacking is None:
+            return self.compiled(tuple(mutated_state), *rest)
+        return self.stacking.call(self.compiled, mutated_state, *rest)

@@ -31,6 +31,7 @@ from .errors import CstorchError, StaticGraphError
 from .executable import KEY_AVAL
 from .lazy_tensor import LazyTensor
 from .placement import SingleDevice
+from .stacked_state import value
 
 
 class DeviceState:
@@ -83,8 +84,9 @@ class DeviceState:
                 f"shape or dtype of its state."
             )
 
-    def update(self, tensors: Sequence[torch.Tensor], arrays: Sequence[jax.Array]) -> None:
-        """Record new device values (the host copies are now stale)."""
+    def update(self, tensors: Sequence[torch.Tensor], arrays: Sequence) -> None:
+        """Record new device values, arrays or rows of stacked arrays (`stacked_state.Row`):
+        the host copies are now stale."""
         copies = self._copies
         for t, a in zip(tensors, arrays):
             key = id(t)
@@ -112,7 +114,7 @@ class DeviceState:
         keys = set(self._dirty) if tensors is None else {id(t) for t in tensors} & self._dirty
         # in upload order, the same in every process (gathering split arrays is a collective)
         keys = [key for key in self._tensors if key in keys]
-        hosts = self.placement.to_host([self._copies[key][0] for key in keys])
+        hosts = self.placement.to_host([value(self._copies[key][0]) for key in keys])
         with torch.no_grad():
             for key, host in zip(keys, hosts):
                 t, array = self._tensors[key], self._copies[key][0]
@@ -131,7 +133,7 @@ class DeviceState:
         for t in tensors:
             key = None if isinstance(t, LazyTensor) else held.get(_memory_of(t))  # a lazy tensor has no memory
             copy = self._copies.get(key) if key is not None else None
-            out.append(copy[0] if copy is not None and copy[0].dtype == host_dtype(t.dtype) else None)
+            out.append(value(copy[0]) if copy is not None and copy[0].dtype == host_dtype(t.dtype) else None)
         return out
 
     @property

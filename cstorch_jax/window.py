@@ -36,6 +36,7 @@ class StepsExecutable:
             raise NotImplementedError(f"the steps of this program launch one at a time: {executable.loop_penalty}")
         base = executable.complete()  # a program loaded from the compile cache gets its lowering here
         self.k = k
+        self._stacking = base.stacking
         mutated_avals, kept_avals, batch_avals, key_aval = base._avals
         steps = step_loop.looped(base._program, [_aval(s) for s in base.captured.output_specs])
         self._count = step_loop.count(k)
@@ -47,6 +48,9 @@ class StepsExecutable:
         self.compile_seconds = time.perf_counter() - t0
 
     def __call__(self, mutated_state, kept_state, batches, rng_key):
-        """Launch the K steps; returns at once with (new mutated state, stacked outputs, next key)."""
-        return self.compiled(tuple(mutated_state), tuple(kept_state), tuple(tuple(b) for b in batches), rng_key,
-                             self._count)
+        """Launch the K steps; returns at once with (new mutated state, stacked outputs, next key)
+        (the state's entries as for `Executable.__call__`)."""
+        rest = (tuple(kept_state), tuple(tuple(b) for b in batches), rng_key, self._count)
+        if self._stacking is None:
+            return self.compiled(tuple(mutated_state), *rest)
+        return self._stacking.call(self.compiled, mutated_state, *rest)

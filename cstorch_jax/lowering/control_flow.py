@@ -7,14 +7,11 @@ cond node is given (`interpreter`: the node's place among the graph's random nod
 """
 from __future__ import annotations
 
-import weakref
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 import torch
 
-from .interpreter import to_jax_function
+from .interpreter import subgraph_function, to_jax_function
 from .registry import register
 
 
@@ -31,18 +28,11 @@ def cond(pred, true_fn, false_fn, operands, key=None):
                         lambda ops: on_false(key, *ops), operands)
 
 
-_FUNCTIONS: "weakref.WeakKeyDictionary[torch.fx.GraphModule, Callable]" = weakref.WeakKeyDictionary()
-
-
 @register(torch.ops.higher_order.invoke_subgraph)
 def invoke_subgraph(subgraph, identifier, *operands, key=None, first_draw=0):
     """`subgraph(*operands)`, a graph the step calls once per repeated layer
     (`cstorch_jax.repeated_blocks`): lowered once, as one jitted jax function, so jax traces
     it once however many layers call it. Its random ops draw as they would inlined at the
     call (`interpreter.INLINE_DRAWS`): from `key`, at indices from `first_draw` on."""
-    fn = _FUNCTIONS.get(subgraph)
-    if fn is None:
-        run = to_jax_function(subgraph)
-        fn = _FUNCTIONS[subgraph] = jax.jit(lambda key, first_draw, *ops: run(key, *ops, first_draw=first_draw))
     key = jnp.zeros((2,), jnp.uint32) if key is None else key
-    return fn(key, jnp.uint32(first_draw), *operands)
+    return subgraph_function(subgraph)(key, jnp.uint32(first_draw), *operands)

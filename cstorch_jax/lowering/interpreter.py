@@ -9,16 +9,19 @@ promotion hold even where jnp would promote differently.
 from __future__ import annotations
 
 import operator
+import weakref
 from typing import Any, Callable
 
 import jax
 import torch
 from torch.fx.node import map_arg
 
+from .. import stacks
 from ..dtypes import jax_dtype, to_jax
 from ..errors import CaptureError, UnsupportedOpError
 from ..module_paths import module_path
 from ..subgraphs import all_graphs
+from . import layer_scan
 from .registry import LOWERINGS, RANDOM_OPS
 
 
@@ -127,13 +130,33 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
 
     inlined = {n: draw_count(operator.attrgetter(n.args[0].target)(gm))
                for n in nodes if n.op == "call_function" and n.target in INLINE_DRAWS}
+    runs = {call: chain for chain in layer_scan.chains(gm) for call in chain.calls}
+    draws_before, count = {}, 0  # each inlined call's first random index, from the graph's first
+    for n in nodes:
+        if n in inlined:
+            draws_before[n], count = count, count + inlined[n]
+        elif n in drawing:
+            count += 1
 
     def run(rng_key, *inputs, first_draw=0):
         env: dict[torch.fx.Node, Any] = {}
         args_iter = iter(inputs)
         random_index = first_draw
         load = lambda a: map_arg(a, lambda n: env[n])  # noqa: E731
+        held = stacks.current()
+        scanned: dict[torch.fx.Node, list] = {}  # a call computed by its run's scan: its outputs
         for node in nodes:
+            if held is not None and node in runs and node not in scanned:
+                chain = runs[node]  # a repeated layer's first call: its run as one scan (layer_scan.py)
+                with jax.named_scope(node.name):
+                    done = layer_scan.run_chain(chain, subgraph_function(chain.subgraph), load, rng_key,
+                                                {c: first_draw + draws_before[c] for c in chain.calls}, held)
+                if done is not None:
+                    scanned.update(done)
+            if node in scanned:
+                env[node] = scanned[node]
+                random_index += inlined[node]
+                continue
             if node.op == "placeholder":
                 env[node] = next(args_iter)
             elif node.op == "get_attr":
@@ -163,3 +186,16 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
         raise CaptureError("graph has no output node")
 
     return run
+
+
+_FUNCTIONS: "weakref.WeakKeyDictionary[torch.fx.GraphModule, Callable]" = weakref.WeakKeyDictionary()
+
+
+def subgraph_function(subgraph: torch.fx.GraphModule) -> Callable:
+    """`fn(key, first_draw, *operands)`: `subgraph` (a repeated layer's graph) lowered once,
+    as one jitted jax function, so jax traces it once however many layers call it."""
+    fn = _FUNCTIONS.get(subgraph)
+    if fn is None:
+        run = to_jax_function(subgraph)
+        fn = _FUNCTIONS[subgraph] = jax.jit(lambda key, first_draw, *ops: run(key, *ops, first_draw=first_draw))
+    return fn

@@ -23,6 +23,7 @@ import jax
 import torch
 from torch import Tensor
 
+from .. import stacks
 from ..lowering_table import register  # not `..lowering`: that loads every family of lowerings
 from .eager import run_eagerly
 from .spec import Algorithm, decode_hyper, encode_hyper
@@ -36,17 +37,87 @@ def apply_rule(algorithm: Algorithm, params, grads, state, lr, weight_decay, hyp
     new_params, new_state = [], []
     pos = 0
     for p, g in zip(params, grads):
-        state_type, fields = algorithm.layout(hyper, p.shape)
-        held = dict(zip(fields, state[pos: pos + len(fields)]))
+        _, fields = algorithm.layout(hyper, p.shape)
+        new_p, *new = _rule_of(algorithm, hp, tuple(p.shape), fields)(p, g, *state[pos: pos + len(fields)])
         pos += len(fields)
-        st = state_type(**{f: held.get(f) for f in state_type._fields})
-        new_p, st2 = algorithm.update(p, g, st, hp)
-        kept = tuple(f for f in st2._fields if getattr(st2, f) is not None)
+        new_params.append(new_p)
+        new_state.extend(new)
+    return [*new_params, *new_state]
+
+
+def _rule_of(algorithm: Algorithm, hp: Hyper, shape: tuple, fields: tuple[str, ...]):
+    """f(p, g, *state in `fields` order) -> (new p, *new state): the rule for one parameter
+    of `shape`, keeping the dtypes it is given."""
+    state_type, _ = algorithm.layout(hp.static, shape)
+
+    def rule(p, g, *held):
+        values = dict(zip(fields, held))
+        new_p, st = algorithm.update(p, g, state_type(**{f: values.get(f) for f in state_type._fields}), hp)
+        kept = tuple(f for f in st._fields if getattr(st, f) is not None)
         if kept != fields:
             raise RuntimeError(f"update rule {algorithm.name} returned state {list(kept)}, expected {list(fields)}")
-        new_params.append(new_p.astype(p.dtype))
-        new_state.extend(getattr(st2, f).astype(held[f].dtype) for f in fields)
-    return [*new_params, *new_state]
+        return (new_p.astype(p.dtype), *(getattr(st, f).astype(v.dtype) for f, v in zip(fields, held)))
+
+    return rule
+
+
+def apply_rule_stacked(algorithm: Algorithm, params, grads, state, lr, weight_decay, hyper,
+                       held: stacks.Stacks) -> list:
+    """`apply_rule`, where the parameters that are the rows of one stacked array (a kind
+    of parameter of a run of repeated layers, `cstorch_jax/stacks.py`), and each of their
+    state fields the rows of one too, are updated at once: the rule vmapped over the
+    stacked arrays, whose results' rows `held` records. Each row is computed as the
+    parameter alone would be: exactly for an elementwise rule; a rule that reduces over
+    the parameter (a norm) may sum in another order, a last-bit difference."""
+    fields_of, spans, pos = [], [], 0
+    for p in params:
+        _, fields = algorithm.layout(hyper, p.shape)
+        fields_of.append(fields)
+        spans.append(range(pos, pos + len(fields)))
+        pos += len(fields)
+    new_params, new_state = list(params), [None] * len(params)
+    hp = Hyper(hyper, lr, weight_decay)
+    for group in held.groups(params):  # positions of one stacked array's rows, in row order
+        fields = fields_of[group[0]]
+        columns = [held.stacked([state[spans[m][f]] for m in group]) for f in range(len(fields))]
+        if any(c is None for c in columns) or any(fields_of[m] != fields for m in group):
+            continue
+        stacked_params = held.stacked([params[m] for m in group])
+        stacked_grads = held.stack([grads[m] for m in group])
+        rule = _rule_of(algorithm, hp, tuple(params[group[0]].shape), fields)
+        rows = [held.rows(r) for r in jax.vmap(rule)(stacked_params, stacked_grads, *columns)]
+        for r, m in enumerate(group):
+            new_params[m] = rows[0][r]
+            new_state[m] = [field_rows[r] for field_rows in rows[1:]]
+    rest = [i for i in range(len(params)) if new_state[i] is None]
+    if rest:
+        plain = apply_rule(algorithm, [params[i] for i in rest], [grads[i] for i in rest],
+                           [state[k] for i in rest for k in spans[i]], lr, weight_decay, hyper)
+        at = len(rest)
+        for i, new_p in zip(rest, plain):
+            new_params[i] = new_p
+            new_state[i], at = plain[at: at + len(spans[i])], at + len(spans[i])
+    return [*new_params, *(v for st in new_state for v in st)]
+
+
+#: the update ops defined, by their overload: the algorithm of each
+ALGORITHMS: dict = {}
+
+
+def parameter_states(node: torch.fx.Node) -> list[tuple[torch.fx.Node, list[torch.fx.Node]]] | None:
+    """For a captured graph's node calling an update op: (parameter, its state nodes in the
+    layout's field order) for each parameter it updates; None for any other node."""
+    algorithm = ALGORITHMS.get(node.target) if node.op == "call_function" else None
+    if algorithm is None:
+        return None
+    params, _, state = node.args[:3]
+    hyper = decode_hyper(algorithm.hyper, tuple(node.args[5]))
+    out, pos = [], 0
+    for p in params:
+        _, fields = algorithm.layout(hyper, tuple(p.meta["val"].shape))
+        out.append((p, list(state[pos: pos + len(fields)])))
+        pos += len(fields)
+    return out
 
 
 def define_update(algorithm: Algorithm):
@@ -74,8 +145,13 @@ def define_update(algorithm: Algorithm):
 
     @register(getattr(torch.ops.cstorch, name).default)
     def _lower(params, grads, state, lr, weight_decay, hyper):
-        return apply_rule(algorithm, params, grads, state, lr, weight_decay,
-                          decode_hyper(algorithm.hyper, tuple(hyper)))
+        held = stacks.current()
+        decoded = decode_hyper(algorithm.hyper, tuple(hyper))
+        if held is not None:
+            return apply_rule_stacked(algorithm, params, grads, state, lr, weight_decay, decoded, held)
+        return apply_rule(algorithm, params, grads, state, lr, weight_decay, decoded)
+
+    ALGORITHMS[getattr(torch.ops.cstorch, name).default] = algorithm
 
     return op
 

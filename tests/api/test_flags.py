@@ -255,5 +255,6 @@ def test_every_flag_says_what_it_does_here():
         if flag.effect == OWN:
             own.add(path[len("cstorch.backends."):])
     assert own == {"csx.performance.prefetch_batches", "csx.performance.progress", "csx.cluster.shard_state",
-                   "csx.performance.steps_per_launch", "csx.performance.trace_repeated_layers"}
+                   "csx.performance.steps_per_launch", "csx.performance.trace_repeated_layers",
+                   "csx.performance.stack_repeated_layers_from"}
     assert own.isdisjoint(FLAGS)

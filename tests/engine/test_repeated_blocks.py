@@ -1,7 +1,10 @@
 """Repeated layers traced once (`cstorch_jax.repeated_blocks`): a model's identical blocks
 become calls of one traced forward and backward, and training gives the parameters the
 unrolled capture gives, bit for bit (`performance.trace_repeated_layers = False` is the
-unrolled path), and those of eager torch on the CPU backend within rounding."""
+unrolled path), and those of eager torch on the CPU backend within rounding. With their
+state held stacked (`performance.stack_repeated_layers_from`, `cstorch_jax.stacked_state`)
+the runs of layers compute as scans and the optimizer updates each kind of parameter at
+once: the parameters and optimizer state are again those of the calls, bit for bit."""
 from __future__ import annotations
 
 import logging
@@ -29,11 +32,35 @@ def _calls(step) -> tuple[int, int]:
     return len(calls), len({id(operator.attrgetter(n.args[0].target)(gm)) for n in calls})
 
 
-def _train(model, batches, loss_fn, repeated: bool, opt="adamw"):
+def _train(model, batches, loss_fn, repeated: bool, opt="adamw", stack_from: int = 0, with_optimizer=False):
     with cstorch.backends.csx.performance:
         cstorch.backends.csx.performance.trace_repeated_layers = repeated
-        losses, state, _, step = train("CSX", model, batches, opt, loss_fn=loss_fn)
-    return losses, state, step
+        cstorch.backends.csx.performance.stack_repeated_layers_from = stack_from
+        losses, state, opt_state, step = train("CSX", model, batches, opt, loss_fn=loss_fn)
+    return (losses, state, step, opt_state) if with_optimizer else (losses, state, step)
+
+
+def _check_stacked(model, batches, loss_fn, opt, stacks: int, rel: float = 0.0):
+    """Trained with the repeated layers' state stacked (`stacks` stacked arrays: each kind
+    of parameter and of its optimizer state of every run; 0: no run can be), the losses,
+    parameters and optimizer state equal those of the repeated layers' calls: bit for bit
+    when `rel` is 0, else within `rel` of each tensor's scale (a scan's body is compiled as
+    a loop body, where XLA:CPU may fuse a product and a sum into one multiply-add that the
+    calls compute apart: a last-bit difference, `cstorch_jax.step_loop`)."""
+    losses, state, _, opt_state = _train(model, batches, loss_fn, True, opt, with_optimizer=True)
+    s_losses, s_state, s_step, s_opt_state = _train(model, batches, loss_fn, True, opt, stack_from=MIN_REPEATS,
+                                                    with_optimizer=True)
+    stacking = s_step.program.executable.stacking
+    assert (len(stacking.stacks) if stacking is not None else 0) == stacks
+    pairs = [("losses", torch.tensor(s_losses), torch.tensor(losses))]
+    pairs += [(name, s_state[name], want) for name, want in state.items()]
+    assert s_opt_state["state"].keys() == opt_state["state"].keys()
+    pairs += [(f"optimizer state {i}.{f}", s_opt_state["state"][i][f], want)
+              for i, fields in opt_state["state"].items() for f, want in fields.items()]
+    for what, got, want in pairs:
+        if rel == 0.0:
+            assert torch.equal(got, want), f"{what} differs from the calls' step"
+        assert_close_rel(got, want, rel=rel, what=what)
 
 
 def _check_parity(model, batches, loss_fn, layers_called: int, graphs: int, opt="adamw", eager_rel=2e-4,
@@ -66,6 +93,11 @@ def _matches_eager(model, batches, loss_fn, opt, losses, state, rel: float):
         assert_close_rel(state[name], want, rel=rel, what=name)
 
 
+def _block_parameters(model) -> int:
+    """How many parameters one repeated layer of `model` has."""
+    return len(list(repeated_children([model])[0].parameters()))
+
+
 def _lm_batches(vocab: int, seq: int, n: int = 3):
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, vocab, (n, 2, seq + 1), generator=g)
@@ -83,6 +115,10 @@ def test_gpt_stack_trains_as_unrolled(dropout):
     torch.manual_seed(0)
     model = GPT(vocab=64, seq=16, d_model=32, n_heads=4, n_layers=MIN_REPEATS, dropout=dropout)
     loss_fn = (lambda m, idx, targets: m(idx, targets))
+    # every block parameter with its exp_avg, exp_avg_sq and step: 4 stacks each
+    # (AdamW divides by the root of the squared gradient's average: a last-bit difference in
+    # a small gradient grows; 5.5e-5 of the largest value measured after 3 steps)
+    _check_stacked(model, _lm_batches(64, 16), loss_fn, "adamw", stacks=4 * _block_parameters(model), rel=1e-4)
     if dropout == 0.0:
         _check_parity(model, _lm_batches(64, 16), loss_fn, layers_called=MIN_REPEATS, graphs=2)
         return
@@ -165,7 +201,10 @@ class Llama(nn.Module):
 
 def test_llama_style_block_with_rope_and_gqa_trains_as_unrolled():
     torch.manual_seed(0)
-    _check_parity(Llama(), _lm_batches(64, 16), _lm_loss, layers_called=MIN_REPEATS, graphs=2, opt="sgd",
+    model = Llama()
+    # every block parameter with its momentum buffer
+    _check_stacked(model, _lm_batches(64, 16), _lm_loss, "sgd", stacks=2 * _block_parameters(model), rel=2e-6)
+    _check_parity(model, _lm_batches(64, 16), _lm_loss, layers_called=MIN_REPEATS, graphs=2, opt="sgd",
                   unrolled_rel=1e-6)
 
 
@@ -249,7 +288,10 @@ def test_t5_style_encoder_decoder_trains_as_unrolled():
         logits = m(src, tgt[:, :-1])
         return F.cross_entropy(logits.reshape(-1, 64), tgt[:, 1:].reshape(-1))
 
-    # encoder and decoder: a forward and a backward graph each
+    # encoder and decoder: a forward and a backward graph each; each run of layers stacked
+    # (the first layers, which hold the bias, stay apart): its parameters and momentum buffers
+    per_run = [len(list(m.parameters())) for m in repeated_children([model])[::MIN_REPEATS]]
+    _check_stacked(model, batches, loss_fn, "sgd", stacks=2 * sum(per_run), rel=2e-6)
     _check_parity(model, batches, loss_fn, layers_called=2 * MIN_REPEATS, graphs=4, opt="sgd", unrolled_rel=1e-6)
 
 
@@ -289,8 +331,10 @@ def test_odd_layers_out_are_traced_on_their_own():
     batches = [(torch.randn(4, 16, generator=g), torch.randint(0, 5, (4,), generator=g)) for _ in range(3)]
     # the first takes the batch, which needs no gradient, the others a tensor that does:
     # two traces of the block (a forward and a backward graph each)
-    _check_parity(model, batches, lambda m, x, y: F.cross_entropy(m(x), y), layers_called=MIN_REPEATS,
-                  graphs=4, opt="sgd")
+    loss_fn = (lambda m, x, y: F.cross_entropy(m(x), y))
+    _check_parity(model, batches, loss_fn, layers_called=MIN_REPEATS, graphs=4, opt="sgd")
+    # the odd layers break the run: no chain of calls of one graph, nothing stacked
+    _check_stacked(model, batches, loss_fn, "sgd", stacks=0)
 
 
 def test_fewer_layers_than_min_repeats_are_not_traced_apart():

@@ -137,6 +137,24 @@ def test_cold_start_cases_compute_the_same_first_loss_and_the_table_gives_the_ra
     assert lines[2].startswith("| 2 | ") and lines[2].endswith(f"| {ratio:.2f}x |")
 
 
+def test_cold_start_with_the_layers_state_stacked_reaches_the_same_first_loss():
+    """benchmarks.cold_start's `cstorch.stacked` case (4 layers: one run of repeated layers,
+    its state stacked) reaches the plain cstorch case's first loss, within rounding (the
+    run is a loop body there); the table's last line relates its deepest first step to
+    cstorch's shallowest."""
+    from benchmarks import cold_start
+
+    results = {(impl, n): cold_start._in_fresh_process(impl, n, "")
+               for impl, n in (("cstorch", 2), ("cstorch", 4), ("cstorch.stacked", 4))}
+    for r in results.values():
+        assert "error" not in r, r
+    assert results[("cstorch.stacked", 4)]["loss"] == pytest.approx(results[("cstorch", 4)]["loss"], rel=1e-6)
+    lines = cold_start.table(results, [2, 4], ["cstorch", "cstorch.stacked"])
+    ratio = results[("cstorch.stacked", 4)]["first_step"] / results[("cstorch", 2)]["first_step"]
+    assert lines[-1] == (f"With the repeated layers' state stacked, the first step at 4 layers is {ratio:.1f}x "
+                         "cstorch's first step at 2 layers.")
+
+
 ZOO_EAGER_LOSS = """
 import sys
 from pathlib import Path
