@@ -357,6 +357,12 @@ class StepReport:
         if blocks:
             rows.append(("repeated layers (graph: calls x ops)",
                          ", ".join(f"{name}: {calls} x {ops}" for name, calls, ops in blocks)))
+        stacking = getattr(self.executable, "stacking", None)
+        if stacking is not None:
+            layers = sorted({len(s) for s in stacking.stacks})
+            rows.append(("stacked state (stacks x layers)",
+                         f"{len(stacking.stacks)} x {'/'.join(map(str, layers))}: each run of layers is one loop "
+                         f"over stacked parameters and optimizer state"))
         if self.launches:
             windows = ", ".join(f"{n} x {k}" for k, n in sorted(self.launches.items(), reverse=True))
             rows.append(("steps per launch (launches x steps)",

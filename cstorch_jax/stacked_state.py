@@ -14,7 +14,7 @@ into and out of the stacked arrays), so it is off unless asked for
 (`performance.stack_repeated_layers_from`).
 
 `plan(gm, mutated, stack_from)` finds, in the graph the program lowers, the runs of at
-least `stack_from` repeated-layer calls (`layer_scan.chains`) and the per-layer operands
+least `stack_from` repeated-layer calls (`layer_runs.chains`) and the per-layer operands
 that are state the step updates through an optimizer update op (`update_op.ALGORITHMS`),
 with the state of that update (the moments, the step count): each such column becomes a
 *stack*, the positions of its tensors in the mutated state, in layer order.
@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from .lowering.layer_scan import chains, source
+from .layer_runs import chains, source
 from .optim.update_op import parameter_states
 from .stacks import Stacks, holding
 
@@ -148,6 +148,7 @@ def plan(gm: torch.fx.GraphModule, n_state: int, mutated: Sequence[int], stack_f
     state inputs (its first placeholders), `mutated`: the state indices it returns."""
     if stack_from < 2:
         return None
+
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"][:n_state]
     position = {placeholders[i]: p for p, i in enumerate(mutated)}  # a mutated state node -> its position
     out_node = next(n for n in gm.graph.nodes if n.op == "output")

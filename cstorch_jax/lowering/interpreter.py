@@ -16,7 +16,7 @@ import jax
 import torch
 from torch.fx.node import map_arg
 
-from .. import stacks
+from .. import layer_runs, stacks
 from ..dtypes import jax_dtype, to_jax
 from ..errors import CaptureError, UnsupportedOpError
 from ..module_paths import module_path
@@ -130,7 +130,7 @@ def to_jax_function(gm: torch.fx.GraphModule) -> Callable:
 
     inlined = {n: draw_count(operator.attrgetter(n.args[0].target)(gm))
                for n in nodes if n.op == "call_function" and n.target in INLINE_DRAWS}
-    runs = {call: chain for chain in layer_scan.chains(gm) for call in chain.calls}
+    runs = {call: chain for chain in layer_runs.chains(gm) for call in chain.calls}
     draws_before, count = {}, 0  # each inlined call's first random index, from the graph's first
     for n in nodes:
         if n in inlined:

@@ -106,7 +106,7 @@ def test_the_update_of_stacked_rows_is_each_parameters_own(cls, kw):
     assert len(got) == len(plain)
     for k, (a, b) in enumerate(zip(got, plain)):
         if cls in REDUCING:
-            assert_close_rel(torch.from_numpy(np.asarray(a)), torch.from_numpy(np.asarray(b)), rel=1e-6,
+            assert_close_rel(torch.tensor(np.asarray(a)), torch.tensor(np.asarray(b)), rel=1e-6,
                              what=f"{cls.__name__} result {k}")
         else:
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"{cls.__name__} result {k}")
@@ -174,6 +174,31 @@ def test_the_plan_stacks_each_block_parameter_with_its_state_from_the_run_length
     assert plan(gm, n_state, captured.mutated, MIN_REPEATS + 1) is None  # a shorter run: not stacked
     assert plan(gm, n_state, captured.mutated, 0) is None and plan(gm, n_state, captured.mutated, 1) is None
     assert plan(gm, n_state, captured.mutated, 2) == stacking
+    # the report says so
+    summary = step.report.summary().as_dict()
+    assert summary["stacked state (stacks x layers)"].startswith(f"{4 * per_block} x {MIN_REPEATS}: ")
+
+
+def test_the_runs_of_a_captured_step_are_found_with_their_carry_and_per_layer_operands():
+    """`layer_runs.chains` on a captured GPT step: the forward run (the residual stream
+    carried, one column per block parameter) and the backward run (the input's gradient
+    carried); `source` sees through a forward output that is a weight it was given."""
+    from cstorch_jax.layer_runs import chains, operands, passthrough, source
+
+    model = _gpt()
+    _, _, _, step = _run(model, stack_from=0)
+    gm = step.program.executable.graph_module
+    forward, backward = sorted(chains(gm), key=lambda c: min(n.name for n in c.calls))
+    assert len(forward.calls) == len(backward.calls) == MIN_REPEATS
+    assert len(forward.carry) == len(backward.carry) == 1
+    placeholders = {n for n in gm.graph.nodes if n.op == "placeholder"}
+    weights = [j for j in forward.per_layer if all(n in placeholders for n in forward.column(j))]
+    assert len(weights) == len(list(model.blocks[0].parameters()))
+    through = passthrough(forward.subgraph)  # weights and the layer's input, saved for the backward
+    assert through and all(j in weights or j in forward.carry for j in through.values())
+    k, j = next((k, j) for k, j in through.items() if j in weights)
+    out = next(u for u in forward.calls[1].users if u.args[1] == k)
+    assert source(out, gm) is operands(forward.calls[1])[j]
 
 
 def test_entries_pack_as_the_stacked_array_when_whole_and_stack_again_otherwise():
