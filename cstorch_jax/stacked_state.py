@@ -38,6 +38,7 @@ factored moments) may sum in another order (LAMB: one element in 24 one ulp apar
 """
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -85,7 +86,7 @@ class StackPlan:
     stacks: tuple[tuple[int, ...], ...]  # per stack: positions in the mutated state, in layer order
     n_mutated: int
 
-    @property
+    @functools.cached_property  # read at every launch (`pack`, `unpack`)
     def rest(self) -> tuple[int, ...]:
         """The mutated state positions in no stack, in order."""
         stacked = {p for s in self.stacks for p in s}
@@ -156,7 +157,8 @@ def plan(gm: torch.fx.GraphModule, n_state: int, mutated: Sequence[int], stack_f
     states, updaters = {}, {}
     for node in gm.graph.nodes:
         for param, state in parameter_states(node) or ():
-            states[source(param, gm)], updaters[source(param, gm)] = state, node
+            param = source(param, gm)
+            states[param], updaters[param] = state, node
     taken: set = set()
     stacks: list[tuple[int, ...]] = []
     for chain in chains(gm):

@@ -30,7 +30,6 @@ class Stacks:
     def __init__(self):
         # id(row) -> (stacked array, row index, the row: kept alive so that its id stays its own)
         self._rows: dict[int, tuple[jax.Array, int, jax.Array]] = {}
-        self._lengths: dict[int, int] = {}  # id(stacked array) -> its rows
 
     def rows(self, stacked: jax.Array) -> list[jax.Array]:
         """The rows of `stacked` along its first axis, each read at an index XLA cannot
@@ -40,7 +39,6 @@ class Stacks:
         rows = [jax.lax.dynamic_index_in_dim(stacked, index[i], keepdims=False) for i in range(n)]
         for i, row in enumerate(rows):
             self._rows[id(row)] = (stacked, i, row)
-        self._lengths[id(stacked)] = n
         return rows
 
     def stacked(self, values: Sequence) -> Optional[jax.Array]:
@@ -60,13 +58,13 @@ class Stacks:
     def groups(self, values: Sequence) -> list[list[int]]:
         """Positions in `values` of every stacked array's rows, all of them, in row order
         (one list per stacked array whose every row is among `values`)."""
-        by_stacked: dict[int, dict[int, int]] = {}
+        by_stacked: dict[int, tuple[jax.Array, dict[int, int]]] = {}
         for pos, v in enumerate(values):
             owner = self._rows.get(id(v))
             if owner is not None and owner[2] is v:
-                by_stacked.setdefault(id(owner[0]), {})[owner[1]] = pos
-        return [[rows[i] for i in range(len(rows))] for key, rows in by_stacked.items()
-                if len(rows) == self._lengths[key]]
+                by_stacked.setdefault(id(owner[0]), (owner[0], {}))[1][owner[1]] = pos
+        return [[rows[i] for i in range(len(rows))] for stacked, rows in by_stacked.values()
+                if len(rows) == stacked.shape[0]]
 
     def stack(self, values: Sequence) -> jax.Array:
         """`values` stacked along a new first axis: the recorded stacked array when they
